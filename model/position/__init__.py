@@ -1,0 +1,31 @@
+"""Position schemes, one file each, behind the interface of :mod:`model.position.base`.
+
+Importing this package registers the built-in schemes: ``none``, ``learned``, ``sinusoidal``,
+``rope`` and ``alibi``. A new scheme is one subclass of :class:`PositionScheme` decorated with
+``@register("name")`` plus one import line here.
+"""
+
+from model.position import alibi, learned, none, rope, sinusoidal  # noqa: F401  (registers)
+from model.position.alibi import alibi_bias, alibi_slopes
+from model.position.base import (
+    PositionScheme,
+    QKRotation,
+    available_schemes,
+    build_position,
+    register,
+)
+from model.position.rope import apply_rope, rope_frequencies
+from model.position.sinusoidal import sinusoidal_table
+
+__all__ = [
+    "PositionScheme",
+    "QKRotation",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "available_schemes",
+    "build_position",
+    "register",
+    "rope_frequencies",
+    "sinusoidal_table",
+]
