@@ -6,7 +6,13 @@ import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, causal_fill, check_positions, register
+from model.position.base import (
+    PositionScheme,
+    causal_fill,
+    check_positions,
+    outside_autograd,
+    register,
+)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -84,6 +90,7 @@ class ALiBiPosition(PositionScheme):
         cache = self._cache.get(key)  # (1, H, P, P), P the longest length seen
         if cache is None or cache.shape[-1] < seq_len or cache.device != self.alibi_slopes.device:
             positions = torch.arange(seq_len, device=self.alibi_slopes.device)
-            cache = alibi_bias(self.alibi_slopes, positions, causal).to(dtype)
+            with outside_autograd():
+                cache = alibi_bias(self.alibi_slopes, positions, causal).to(dtype)
             self._cache[key] = cache
         return cache[..., :seq_len, :seq_len]  # (1, H, T, T), a view

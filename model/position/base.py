@@ -17,6 +17,7 @@ LongTensor of shape ``(T,)`` or ``(B, T)``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -43,6 +44,10 @@ class PositionScheme(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+
+    def max_length(self) -> int | None:
+        """Longest sequence (in tokens) the scheme can encode, or None when unlimited."""
+        return None
 
     def embedding(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
         """Vector added to the token embeddings: float32 ``(1, T, D)`` or ``(B, T, D)``, or None."""
@@ -104,7 +109,20 @@ def grown_cache(cache: Tensor, needed: int, build: Callable[[int], Tensor]) -> T
     """
     if cache.shape[0] >= needed:
         return cache
-    return build(max(needed, 2 * cache.shape[0])).to(cache.device)
+    with outside_autograd():
+        return build(max(needed, 2 * cache.shape[0])).to(cache.device)
+
+
+def outside_autograd() -> contextlib.ExitStack:
+    """Context for building caches: no autograd graph, and never inference tensors.
+
+    A cache first built under ``torch.inference_mode`` (say during evaluation) must still be
+    usable in a later training step, so inference mode is switched off while building it.
+    """
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.inference_mode(False))
+    stack.enter_context(torch.no_grad())
+    return stack
 
 
 def causal_fill(bias: Tensor) -> Tensor:

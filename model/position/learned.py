@@ -21,6 +21,10 @@ class LearnedPosition(PositionScheme):
         self.table = nn.Embedding(config.max_positions, config.d_model)
         nn.init.normal_(self.table.weight, std=0.02)
 
+    def max_length(self) -> int:
+        """``max_positions``: the table has no row for later positions."""
+        return self.config.max_positions
+
     def embedding(self, positions: Tensor | None, seq_len: int) -> Tensor:
         """Rows of the table: float32 ``(1, T, D)`` (default positions) or ``(B, T, D)``."""
         limit = self.config.max_positions

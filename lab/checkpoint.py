@@ -1,0 +1,60 @@
+"""Checkpoint files: written atomically, read with one clear error when missing or broken."""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CHECKPOINT_NAME = "checkpoint.pt"
+
+
+def checkpoint_path(run_dir: str | Path) -> Path:
+    """Where a run keeps its checkpoint: ``RUN_DIR/checkpoint.pt``."""
+    return Path(run_dir) / CHECKPOINT_NAME
+
+
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
+    """Write ``state`` with ``torch.save`` to a temporary file, then rename it over ``path``.
+
+    The rename is atomic on POSIX and Windows, so an interrupted save leaves the previous
+    checkpoint intact.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Read ``RUN_DIR/checkpoint.pt`` onto ``device``.
+
+    Raises:
+        FileNotFoundError: the folder or its checkpoint does not exist (one-line message).
+        ValueError: the file is not a checkpoint of this project.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
+    path = checkpoint_path(run_dir)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no checkpoint in {str(run_dir)!r} (expected {CHECKPOINT_NAME}); "
+            "train it first with: python train.py run_dir=" + str(run_dir)
+        )
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as error:
+        raise ValueError(f"{str(path)!r} is not a readable checkpoint: {error}") from None
+    if not isinstance(state, dict) or "model" not in state or "config" not in state:
+        raise ValueError(f"{str(path)!r} is not a checkpoint of this project (no model/config)")
+    return state

@@ -1,0 +1,70 @@
+"""Answer accuracy from one teacher-forced forward pass, and confidence intervals.
+
+Exact-match of a sequence under teacher forcing equals exact-match under greedy decoding: if
+every answer position's argmax is the target given the true prefix, greedy decoding reproduces
+the true prefix at each step and so the whole answer; and at the first wrong argmax greedy
+decoding emits that wrong token. ``tests/test_metrics.py`` checks this against a real decoder.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from data import Batch
+
+
+@dataclass
+class AnswerScores:
+    """Per-row results of one batch.
+
+    Attributes:
+        exact: bool ``(B,)``: every answer token (and ``<eos>``) predicted right.
+        correct_tokens: int64 ``(B,)``: answer tokens predicted right.
+        answer_tokens: answer tokens per row (the same for all rows).
+        predictions: int64 ``(B, A)``: argmax at each answer position.
+    """
+
+    exact: Tensor
+    correct_tokens: Tensor
+    answer_tokens: int
+    predictions: Tensor
+
+
+def score_answers(logits: Tensor, batch: Batch) -> AnswerScores:
+    """Score the answer positions of ``logits`` ``(B, S - 1, V)`` against ``batch``."""
+    predictions = logits[:, batch.answer_slice].argmax(dim=-1)  # (B, A)
+    hits = predictions == batch.answer_targets  # (B, A)
+    return AnswerScores(hits.all(dim=1), hits.sum(dim=1), hits.shape[1], predictions)
+
+
+@torch.no_grad()
+def greedy_decode(model: torch.nn.Module, prompt: Tensor, n_tokens: int) -> Tensor:
+    """Generate ``n_tokens`` greedily after ``prompt`` (int64 ``(B, P)``), re-running the model.
+
+    The slow, obviously correct decoder used to check teacher-forced exact-match.
+
+    Returns:
+        int64 ``(B, n_tokens)``.
+    """
+    tokens = prompt
+    for _ in range(n_tokens):
+        next_token = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens[:, prompt.shape[1] :]
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (Wilson 1927); 95% for ``z = 1.96``.
+
+    Returns:
+        ``(low, high)`` in [0, 1]; ``(0.0, 1.0)`` when ``trials`` is 0.
+    """
+    if trials == 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,295 @@
+"""The training loop: AdamW, warmup + cosine, clipping, TensorBoard, atomic checkpoints."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from data import Task, build_task
+from lab.batches import SAMPLE_STREAM, data_rng, training_batch
+from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from lab.config import Config, config_from_dict, config_to_dict, save_config
+from lab.extrapolation import evaluate_length
+from lab.metrics import score_answers
+from lab.runtime import autocast, configure_threads, resolve_device, seed_everything
+from lab.schedule import warmup_cosine
+from model import Transformer
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) training run reports.
+
+    Attributes:
+        run_dir: the run folder.
+        step: optimizer steps taken.
+        finished: the step budget or the accuracy target was reached.
+        final_loss: training loss of the last step.
+        eval: latest periodic evaluation, ``{"in_dist": ..., "2x": ..., "4x": ...}`` exact-match.
+        seconds: wall time of this invocation.
+        losses: training loss of every step taken in this invocation.
+    """
+
+    run_dir: Path
+    step: int
+    finished: bool
+    final_loss: float
+    eval: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)
+
+
+def build_model(config: Config, device: torch.device) -> Transformer:
+    """A freshly initialised model for ``config`` on ``device`` (seeded by ``config.seed``)."""
+    seed_everything(config.seed)
+    return Transformer(config.model).to(device)
+
+
+def build_optimizer(model: Transformer, config: Config, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on norms, biases or 1-D tensors)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    t = config.train
+    return torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": t.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+        fused=device.type == "cuda",
+    )
+
+
+def periodic_lengths(config: Config) -> dict[str, list[int]]:
+    """Lengths of the periodic evaluation: the training range's ends and middle, 2x and 4x."""
+    low, high = config.data.train_min_length, config.data.train_max_length
+    return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
+
+
+def train(config: Config, resume: bool = False) -> TrainResult:
+    """Train ``config`` into ``config.run_dir``, or continue it there when ``resume``.
+
+    Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
+    and on Ctrl-C) and TensorBoard events into the run folder.
+
+    Raises:
+        TrainingDiverged: a NaN or infinite loss (the last good checkpoint stays on disk).
+        KeyboardInterrupt: after saving a checkpoint of the last completed step.
+        FileNotFoundError: ``resume`` without a checkpoint in the run folder.
+    """
+    run_dir = Path(config.run_dir)
+    device = resolve_device(config.device)
+    configure_threads(config.threads)
+    state = load_checkpoint(run_dir, device) if resume else None
+    if state is not None:
+        config = config_from_dict(state["config"])
+    task = build_task(config.data.task, config.data.n_symbols, config.data.svo_facts)
+    model = build_model(config, device)
+    optimizer = build_optimizer(model, config, device)
+    t = config.train
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.steps, t.min_lr / t.lr)
+    )
+    step = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = state["step"]
+        restore_rng(state["rng"])
+        if state.get("finished"):
+            return TrainResult(
+                run_dir, step, True, state.get("final_loss", math.nan), state.get("eval", {})
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / "config.yaml")
+    compiled = torch.compile(model, dynamic=True) if config.compile else model
+    lengths = range(config.data.train_min_length, config.data.train_max_length + 1)
+
+    def checkpoint(finished: bool, final_loss: float, evals: dict[str, float]) -> None:
+        save_checkpoint(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "rng": capture_rng(),
+                "config": config_to_dict(config),
+                "finished": finished,
+                "final_loss": final_loss,
+                "eval": evals,
+            },
+            checkpoint_path(run_dir),
+        )
+
+    writer = SummaryWriter(str(run_dir))
+    result = TrainResult(run_dir, step, False, math.nan)
+    started = time.perf_counter()
+    bar = tqdm(total=t.steps, initial=step, disable=not t.progress, desc=run_dir.name, unit="step")
+    try:
+        while step < t.steps:
+            tick = time.perf_counter()
+            batch = training_batch(task, config.seed, step, t.batch_size, lengths).to(device)
+            model.train()
+            with autocast(device):
+                logits = compiled(batch.inputs)  # (B, S-1, V)
+            answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
+            loss = torch.nn.functional.cross_entropy(
+                answer_logits.flatten(0, 1), batch.answer_targets.flatten()
+            )
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                raise TrainingDiverged(
+                    f"loss is {loss_value} at step {step}; stopped, keeping the last good "
+                    f"checkpoint (lower train.lr={t.lr} or set train.grad_clip)"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                model.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf
+            )
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            result.losses.append(loss_value)
+            result.final_loss = loss_value
+            scores = score_answers(logits.detach(), batch)
+            tokens_per_s = batch.inputs.numel() / (time.perf_counter() - tick)
+            exact = scores.exact.float().mean().item()
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{loss_value:.3f}", acc=f"{exact:.2f}", tok_s=f"{tokens_per_s:,.0f}"
+            )
+            if step % t.log_every == 0:
+                writer.add_scalar("train/loss", loss_value, step)
+                writer.add_scalar("train/exact_match", exact, step)
+                writer.add_scalar(
+                    "train/token_accuracy",
+                    scores.correct_tokens.sum().item() / (scores.answer_tokens * len(scores.exact)),
+                    step,
+                )
+                writer.add_scalar("train/lr", scheduler.get_last_lr()[0], step)
+                writer.add_scalar("train/grad_norm", float(grad_norm), step)
+                writer.add_scalar("train/tokens_per_s", tokens_per_s, step)
+            reached = False
+            if step % t.eval_every == 0 or step == t.steps:
+                result.eval = periodic_eval(model, task, config, writer, step)
+                reached = (
+                    t.target_accuracy is not None and result.eval["in_dist"] >= t.target_accuracy
+                )
+            if reached or step == t.steps:
+                result.finished = True
+                break
+            if step % t.checkpoint_every == 0:
+                checkpoint(False, loss_value, result.eval)
+    except KeyboardInterrupt:
+        checkpoint(False, result.final_loss, result.eval)
+        writer.close()
+        raise
+    finally:
+        bar.close()
+    result.step = step
+    result.seconds = time.perf_counter() - started
+    checkpoint(result.finished, result.final_loss, result.eval)
+    write_samples(model, task, config, writer, step)
+    writer.add_hparams(
+        hparams(config),
+        {f"hparam/exact_match_{k}": v for k, v in result.eval.items()},
+        run_name="hparams",
+        global_step=step,
+    )
+    writer.close()
+    return result
+
+
+def periodic_eval(
+    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int
+) -> dict[str, float]:
+    """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``."""
+    summary = {}
+    for name, lengths in periodic_lengths(config).items():
+        results = [
+            evaluate_length(
+                model, task, n, config.train.eval_samples, config.seed, config.eval.batch_tokens
+            )
+            for n in lengths
+        ]
+        results = [r for r in results if r.supported]
+        if not results:
+            continue
+        summary[name] = sum(r.exact_match for r in results) / len(results)
+        token_accuracy = sum(r.token_accuracy for r in results) / len(results)
+        writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
+        writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
+    return summary
+
+
+@torch.inference_mode()
+def write_samples(
+    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
+) -> None:
+    """Log a few decoded predictions, in distribution and at 2x, as TensorBoard text."""
+    device = next(model.parameters()).device
+    model.eval()
+    lines = []
+    for name, lengths in periodic_lengths(config).items():
+        if name == "4x":
+            continue
+        batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
+        if (
+            model.position.max_length() is not None
+            and batch.inputs.shape[1] > model.position.max_length()
+        ):
+            continue
+        predictions = score_answers(model(batch.inputs), batch).predictions
+        for row, predicted in zip(batch.tokens, predictions, strict=True):
+            prompt = task.decode(row[: batch.answer_start])
+            target = task.decode(row[batch.answer_start :])
+            mark = "right" if torch.equal(predicted, row[batch.answer_start :]) else "WRONG"
+            lines.append(
+                f"| {name} | `{prompt}` | `{target}` | `{task.decode(predicted)}` | {mark} |"
+            )
+    table = "| lengths | prompt | target | predicted | |\n|---|---|---|---|---|\n" + "\n".join(
+        lines
+    )
+    writer.add_text("samples", table, step)
+
+
+def hparams(config: Config) -> dict[str, Any]:
+    """The hyperparameters shown in TensorBoard's HPARAMS tab (scalars only)."""
+    flat = {}
+    for section in ("model", "data", "train"):
+        for key, value in config_to_dict(config)[section].items():
+            if isinstance(value, (int, float, str, bool)):
+                flat[f"{section}.{key}"] = value
+    flat["seed"] = config.seed
+    return flat
+
+
+def capture_rng() -> dict[str, Any]:
+    """Python and PyTorch generator states (data streams need none: see lab.batches)."""
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Undo :func:`capture_rng`."""
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
