@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -167,7 +167,9 @@ class Config:
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
     """
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(
+        default_factory=lambda: ModelConfig(d_model=64, n_layers=3, n_heads=4, d_ff=256)
+    )
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -242,9 +244,12 @@ def save_config(config: Config, path: str | Path) -> None:
 def flat_keys(cls: type = Config, prefix: str = "") -> list[str]:
     """Dotted names of every config key, e.g. ``model.position``."""
     keys = []
+    types = get_type_hints(cls)
     for f in fields(cls):
-        kind = f.default_factory if is_dataclass(f.default_factory) else None  # type: ignore[misc]
-        keys += flat_keys(kind, f"{prefix}{f.name}.") if kind else [f"{prefix}{f.name}"]
+        kind = types[f.name]
+        keys += (
+            flat_keys(kind, f"{prefix}{f.name}.") if is_dataclass(kind) else [f"{prefix}{f.name}"]
+        )
     return keys
 
 

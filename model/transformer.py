@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
 from model.position import build_position
+from model.position.base import check_positions
 
 
 class MLP(nn.Module):
@@ -94,10 +95,16 @@ class Transformer(nn.Module):
                 f"{int(idx.min())} to {int(idx.max())}"
             )
         t = idx.shape[1]
+        if positions is not None:
+            check_positions(positions, t)
+            if positions.dim() == 2 and positions.shape[0] not in (1, idx.shape[0]):
+                raise ValueError(
+                    f"positions has batch size {positions.shape[0]} but idx has {idx.shape[0]}"
+                )
         x = self.token_embedding(idx)  # (B, T, D)
         added = self.position.embedding(positions, t)
         if added is not None:
-            x = x + added  # (1 or B, T, D) broadcast
+            x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
         bias = self.position.score_bias(positions, t, self.config.causal, attention_dtype(x))
         context = AttentionContext(
             qk_rotation=self.position.qk_rotation(positions, t),

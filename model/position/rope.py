@@ -93,9 +93,6 @@ class RotaryPosition(PositionScheme):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
-        self.register_buffer(
-            "inv_freq", rope_frequencies(config.head_dim, config.rope_theta), persistent=False
-        )
         half = config.head_dim // 2
         self.register_buffer("_cos", torch.empty(0, half), persistent=False)
         self.register_buffer("_sin", torch.empty(0, half), persistent=False)
@@ -103,8 +100,9 @@ class RotaryPosition(PositionScheme):
     def cos_sin(self, n_positions: int) -> tuple[Tensor, Tensor]:
         """Cached float32 ``(P, Dh/2)`` tables with ``P >= n_positions``."""
 
-        def angles(n: int) -> Tensor:
-            return torch.arange(n, device=self.inv_freq.device).float().unsqueeze(1) * self.inv_freq
+        def angles(n: int) -> Tensor:  # (n, Dh/2) float32, whatever dtype the model was cast to
+            inv_freq = rope_frequencies(self.config.head_dim, self.config.rope_theta)
+            return torch.arange(n).float().unsqueeze(1) * inv_freq
 
         self._cos = grown_cache(self._cos, n_positions, lambda n: angles(n).cos())
         self._sin = grown_cache(self._sin, n_positions, lambda n: angles(n).sin())
