@@ -4,7 +4,7 @@ A new task is one :class:`Task` subclass decorated with ``@register("name")`` pl
 options, one line in :func:`build_task`.
 """
 
-from data.base import EOS, SEP, Batch, Task, available_tasks, register, task_class
+from data.base import BOS, EOS, SEP, Batch, Task, available_tasks, register, task_class
 from data.sequence import CopyTask, ReverseTask, SortTask
 from data.svo import SVOTask
 
@@ -29,6 +29,7 @@ def build_task(name: str, n_symbols: int = 16, svo_facts: int = 1) -> Task:
 
 
 __all__ = [
+    "BOS",
     "EOS",
     "SEP",
     "Batch",

@@ -1,6 +1,8 @@
 """The interface of synthetic tasks, the batch they produce, and the task registry.
 
-Every task builds sequences ``prompt + <sep> + answer + <eos>``. The model reads the sequence
+Every task builds sequences ``<bos> + prompt + <sep> + answer + <eos>``. The ``<bos>`` token
+gives every sequence the same first token (an attention sink, and the anchor from which a model
+without position encoding can count). The model reads the sequence
 shifted by one (next-token prediction); loss and accuracy count only the answer tokens and the
 closing ``<eos>`` (predicting where the answer stops is part of the task). A batch holds one
 ``length`` for all its rows, as in Ruoss et al. 2023 ("Randomized Positional Encodings Boost
@@ -19,7 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-SEP, EOS = "<sep>", "<eos>"
+BOS, SEP, EOS = "<bos>", "<sep>", "<eos>"
 
 _TASKS: dict[str, type[Task]] = {}
 
@@ -29,7 +31,7 @@ class Batch:
     """Sequences of one length, with the location of their answers.
 
     Attributes:
-        tokens: int64 ``(B, S)``: prompt, ``<sep>``, answer, ``<eos>``.
+        tokens: int64 ``(B, S)``: ``<bos>``, prompt, ``<sep>``, answer, ``<eos>``.
         answer_start: index in ``tokens`` of the first answer token (the one after ``<sep>``).
         length: the task ``length`` (number of content items) these rows were drawn at.
     """
@@ -59,10 +61,11 @@ class Batch:
 
 
 class Task:
-    """A seeded generator of ``prompt <sep> answer <eos>`` sequences at a given ``length``.
+    """A seeded generator of ``<bos> prompt <sep> answer <eos>`` sequences at a given ``length``.
 
     Subclasses set ``name`` (through :func:`register`), ``min_length``, ``vocab`` (a list of
-    readable token strings, ``<sep>`` and ``<eos>`` first) and implement :meth:`generate`.
+    readable token strings, ``<bos>``, ``<sep>`` and ``<eos>`` first) and implement
+    :meth:`generate`.
     """
 
     name: ClassVar[str]
@@ -98,10 +101,9 @@ class Task:
     def assemble(self, prompts: np.ndarray, answers: np.ndarray, length: int) -> Batch:
         """Join ``(n, P)`` prompts and ``(n, A)`` answers into a :class:`Batch`."""
         n = prompts.shape[0]
-        sep = np.full((n, 1), self.token_id(SEP))
-        eos = np.full((n, 1), self.token_id(EOS))
-        tokens = np.concatenate([prompts, sep, answers, eos], axis=1)  # (n, S)
-        return Batch(torch.from_numpy(tokens.astype(np.int64)), prompts.shape[1] + 1, length)
+        bos, sep, eos = (np.full((n, 1), self.token_id(t)) for t in (BOS, SEP, EOS))
+        tokens = np.concatenate([bos, prompts, sep, answers, eos], axis=1)  # (n, S)
+        return Batch(torch.from_numpy(tokens.astype(np.int64)), prompts.shape[1] + 2, length)
 
     def check_length(self, length: int) -> None:
         """Raise ValueError unless ``length >= min_length``."""

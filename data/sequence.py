@@ -9,13 +9,13 @@ import string
 
 import numpy as np
 
-from data.base import EOS, SEP, Task, register
+from data.base import BOS, EOS, SEP, Task, register
 
 _SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits
 
 
 class SymbolTask(Task):
-    """Base of the symbol tasks: ``vocab = [<sep>, <eos>, a, b, ...]``.
+    """Base of the symbol tasks: ``vocab = [<bos>, <sep>, <eos>, a, b, ...]``.
 
     Raises:
         ValueError: ``n_symbols`` outside ``2 .. 62``.
@@ -26,8 +26,8 @@ class SymbolTask(Task):
             raise ValueError(
                 f"data.n_symbols={n_symbols} is invalid; it must be in 2..{len(_SYMBOLS)}"
             )
-        self.vocab = [SEP, EOS, *_SYMBOLS[:n_symbols]]
-        self.first_symbol = 2
+        self.vocab = [BOS, SEP, EOS, *_SYMBOLS[:n_symbols]]
+        self.first_symbol = 3
 
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
         prompts = rng.integers(self.first_symbol, len(self.vocab), size=(n, length))  # (n, L)

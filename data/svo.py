@@ -3,8 +3,8 @@
 A prompt states ``n_facts`` facts of the form *subject verb object*, each noun preceded by
 random adjectives, then asks for the agent (subject) or the patient (object) of one verb::
 
-    big dog bites old man . agent? bites <sep> dog <eos>
-    big man bites old dog . agent? bites <sep> man <eos>     (its minimal pair)
+    <bos> big dog bites old man . agent? bites <sep> dog <eos>
+    <bos> big man bites old dog . agent? bites <sep> man <eos>     (its minimal pair)
 
 ``length`` is the number of content words (nouns, verbs, adjectives); lengths above
 ``3 * n_facts`` add adjectives at random places, so the same rule must hold at any length. Both
@@ -14,7 +14,7 @@ tokens, so a model blind to order is at chance (50%) and never answers both memb
 
 import numpy as np
 
-from data.base import EOS, SEP, Batch, Task, register
+from data.base import BOS, EOS, SEP, Batch, Task, register
 
 NOUNS = ("dog", "man", "cat", "woman", "bird", "child", "horse", "girl")
 NOUNS += ("boy", "fox", "king", "queen", "wolf", "bear", "mouse", "lion")
@@ -38,7 +38,7 @@ class SVOTask(Task):
         if not 1 <= n_facts <= len(VERBS):
             raise ValueError(f"data.svo_facts={n_facts} is invalid; it must be in 1..{len(VERBS)}")
         self.n_facts = n_facts
-        self.vocab = [SEP, EOS, STOP, AGENT, PATIENT, *NOUNS, *VERBS, *ADJECTIVES]
+        self.vocab = [BOS, SEP, EOS, STOP, AGENT, PATIENT, *NOUNS, *VERBS, *ADJECTIVES]
         self.min_length = 3 * n_facts
 
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:

@@ -39,10 +39,12 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        # q, k, v: each (B, H, T, Dh)
+        qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        # qkv: (3, B, H, T, Dh)
+        qk, v = qkv[:2], qkv[2]
         if context.qk_rotation is not None:
-            q, k = context.qk_rotation(q), context.qk_rotation(k)
+            qk = context.qk_rotation(qk)  # queries and keys rotated in one call
+        q, k = qk[0], qk[1]  # each (B, H, T, Dh)
         y = F.scaled_dot_product_attention(
             q,
             k,

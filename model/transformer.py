@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
 from model.position import build_position
-from model.position.base import check_positions
+from model.position.base import check_positions, prefix_lm_fill
 
 
 class MLP(nn.Module):
@@ -73,19 +73,26 @@ class Transformer(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx: Tensor, positions: Tensor | None = None) -> Tensor:
+    def forward(
+        self, idx: Tensor, positions: Tensor | None = None, prefix_len: int | None = None
+    ) -> Tensor:
         """Next-token logits.
 
         Args:
             idx: token ids, int64 ``(B, T)``, values in ``[0, vocab_size)``.
             positions: int64 ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)`` (cached path).
+            prefix_len: bidirectional models only (``causal=False``): attend bidirectionally
+                within the first ``prefix_len`` tokens and causally after them (a prefix LM),
+                so teacher forcing never shows a token its own target. ``None`` attends to
+                everything. Causal models ignore it.
 
         Returns:
             Logits ``(B, T, vocab_size)``, float32 (or the autocast dtype).
 
         Raises:
             ValueError: ``idx`` not 2-D or out of the vocabulary; ``positions`` of the wrong
-                shape or negative; a position past a learned table's ``max_positions``.
+                shape or negative; a position past a learned table's ``max_positions``;
+                ``prefix_len`` outside ``[0, T]``.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
@@ -105,7 +112,13 @@ class Transformer(nn.Module):
         added = self.position.embedding(positions, t)
         if added is not None:
             x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
-        bias = self.position.score_bias(positions, t, self.config.causal, attention_dtype(x))
+        dtype = attention_dtype(x)
+        bias = self.position.score_bias(positions, t, self.config.causal, dtype)
+        if not self.config.causal and prefix_len is not None:
+            if not 0 <= prefix_len <= t:
+                raise ValueError(f"prefix_len={prefix_len} is outside [0, {t}]")
+            plain = torch.zeros(t, t, device=x.device, dtype=dtype) if bias is None else bias
+            bias = prefix_lm_fill(plain, prefix_len)  # (T, T) or (1 or B, H, T, T)
         context = AttentionContext(
             qk_rotation=self.position.qk_rotation(positions, t),
             attn_mask=bias,

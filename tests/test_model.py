@@ -270,3 +270,29 @@ def test_positions_batch_size_must_match(make_model, scheme):
     positions = torch.arange(12).expand(idx.shape[0] + 1, 12)
     with pytest.raises(ValueError, match="positions has batch size"):
         make_model(scheme)(idx, positions=positions)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_prefix_lm_mask_hides_later_tokens_from_the_prefix(make_model, scheme):
+    """Bidirectional + prefix_len: the prefix sees itself both ways, later tokens causally."""
+    model = make_model(scheme, causal=False, strong=True)
+    idx = random_idx()  # (B, 12)
+    prefix = 5
+    base = model(idx, prefix_len=prefix)
+    later = idx.clone()
+    later[:, 8] = (later[:, 8] + 1) % V  # a token after the prefix
+    changed = model(later, prefix_len=prefix)
+    assert (changed[:, :8] - base[:, :8]).abs().max() < 1e-6  # nothing before it sees it
+    assert (changed[:, 8:] - base[:, 8:]).abs().max() > 1e-3
+    inside = idx.clone()
+    inside[:, 3] = (inside[:, 3] + 1) % V  # a token inside the prefix
+    changed = model(inside, prefix_len=prefix)
+    assert (changed[:, :3] - base[:, :3]).abs().amax(dim=(0, 2)).min() > 1e-3  # seen backwards
+
+
+def test_prefix_len_is_ignored_by_causal_models_and_checked(make_model):
+    model = make_model("alibi")
+    idx = random_idx()
+    assert torch.equal(model(idx), model(idx, prefix_len=5))
+    with pytest.raises(ValueError, match="prefix_len=13 is outside"):
+        make_model("none", causal=False)(idx, prefix_len=13)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from model.config import ModelConfig
 
 QKRotation = Callable[[Tensor], Tensor]
-"""Maps queries or keys ``(B, H, T, Dh)`` to the same shape and dtype."""
+"""Maps queries and/or keys ``(..., B, H, T, Dh)`` to the same shape and dtype."""
 
 _SCHEMES: dict[str, type[PositionScheme]] = {}
 
@@ -136,6 +136,23 @@ def causal_fill(bias: Tensor) -> Tensor:
     """
     t = bias.shape[-1]
     future = torch.ones(t, t, dtype=torch.bool, device=bias.device).triu(1)  # (T, T)
+    return bias.masked_fill(future, float("-inf"))
+
+
+def prefix_lm_fill(bias: Tensor, prefix_len: int) -> Tensor:
+    """Prefix-LM mask (Raffel et al. 2020, T5, §3.2.1): the first ``prefix_len`` tokens attend
+    to each other in both directions; every later token attends causally.
+
+    Args:
+        bias: float ``(..., T, T)`` additive score bias (zeros for a plain mask).
+        prefix_len: tokens in the bidirectional prefix, ``0 <= prefix_len <= T``.
+
+    Returns:
+        A new tensor with ``-inf`` where key ``j > i`` and not both ``i, j < prefix_len``.
+    """
+    t = bias.shape[-1]
+    future = torch.ones(t, t, dtype=torch.bool, device=bias.device).triu(1)  # (T, T)
+    future[:prefix_len, :prefix_len] = False
     return bias.masked_fill(future, float("-inf"))
 
 
