@@ -72,7 +72,7 @@ def evaluate_length(
     while remaining > 0:
         batch = task.sample(rng, length, min(rows, remaining)).to(device)
         with autocast(device):
-            scores = score_answers(model(batch.inputs), batch)
+            scores = score_answers(model(batch.inputs, prefix_len=batch.answer_start), batch)
         exact += int(scores.exact.sum())
         correct += int(scores.correct_tokens.sum())
         remaining -= batch.tokens.shape[0]

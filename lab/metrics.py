@@ -3,7 +3,7 @@
 Exact-match of a sequence under teacher forcing equals exact-match under greedy decoding: if
 every answer position's argmax is the target given the true prefix, greedy decoding reproduces
 the true prefix at each step and so the whole answer; and at the first wrong argmax greedy
-decoding emits that wrong token. ``tests/test_metrics.py`` checks this against a real decoder.
+decoding emits that wrong token. ``tests/test_eval.py`` checks this against a real decoder.
 """
 
 import math
@@ -50,7 +50,8 @@ def greedy_decode(model: torch.nn.Module, prompt: Tensor, n_tokens: int) -> Tens
     """
     tokens = prompt
     for _ in range(n_tokens):
-        next_token = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
+        logits = model(tokens, prefix_len=prompt.shape[1])  # (B, T, V)
+        next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
         tokens = torch.cat([tokens, next_token], dim=1)
     return tokens[:, prompt.shape[1] :]
 

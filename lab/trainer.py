@@ -145,7 +145,7 @@ def train(config: Config, resume: bool = False) -> TrainResult:
             batch = training_batch(task, config.seed, step, t.batch_size, lengths).to(device)
             model.train()
             with autocast(device):
-                logits = compiled(batch.inputs)  # (B, S-1, V)
+                logits = compiled(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
             answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
             loss = torch.nn.functional.cross_entropy(
                 answer_logits.flatten(0, 1), batch.answer_targets.flatten()
@@ -254,7 +254,9 @@ def write_samples(
             and batch.inputs.shape[1] > model.position.max_length()
         ):
             continue
-        predictions = score_answers(model(batch.inputs), batch).predictions
+        predictions = score_answers(
+            model(batch.inputs, prefix_len=batch.answer_start), batch
+        ).predictions
         for row, predicted in zip(batch.tokens, predictions, strict=True):
             prompt = task.decode(row[: batch.answer_start])
             target = task.decode(row[batch.answer_start :])

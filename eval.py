@@ -1,0 +1,109 @@
+"""Evaluate trained runs: ``python eval.py RUN_DIR_OR_PARENT [--out DIR] [eval.KEY=VALUE ...]``.
+
+For every run (a folder holding ``checkpoint.pt``; a parent folder is searched recursively):
+exact-match and per-token accuracy over a length grid up to ``eval.max_length_factor`` times the
+longest training length, and order sensitivity (a permutation probe; minimal pairs on ``svo``).
+Each run gets ``RUN_DIR/eval.json`` and TensorBoard scalars ``extrapolation/*``; the cross-run
+reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``) go to
+``--out`` (default: the given folder).
+
+Examples::
+
+    python eval.py runs/default
+    python eval.py runs/sweep --out reports eval.samples=500 eval.lengths=[4,8,16,32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from data import build_task
+from lab.config import ConfigError, EvalConfig, flat_keys
+from lab.evaluation import (
+    apply_eval_overrides,
+    evaluate_run,
+    evaluation_lengths,
+    find_runs,
+    load_run,
+)
+from lab.report import length_table, summary_table, write_reports
+from lab.runtime import resolve_device
+
+ERRORS = (ConfigError, FileNotFoundError, ValueError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 2 on any bad input or broken run)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="eval keys: " + ", ".join(k for k in flat_keys() if k.startswith("eval.")),
+    )
+    parser.add_argument("path", help="a run folder, or a folder of run folders")
+    parser.add_argument("--out", help="folder for the cross-run reports (default: PATH)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
+        device = resolve_device(args.device)
+        runs = find_runs(args.path)
+    except ERRORS as error:
+        return fail(error)
+
+    status = 0
+    plans = []  # (run, eval config, number of progress steps)
+    for run in runs:
+        try:
+            config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
+            eval_config = apply_eval_overrides(config.eval, args.overrides)
+            task = build_task(config.data.task, config.data.n_symbols, config.data.svo_facts)
+            steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
+        except ERRORS as error:
+            status = fail(error, run)
+            continue
+        plans.append((run, eval_config, steps))
+    if not plans:
+        return status
+    results = []
+    bar = tqdm(total=sum(p[2] for p in plans), unit="length", disable=args.no_progress)
+    for run, eval_config, _ in plans:
+        bar.set_description(run.name)
+        try:
+            results.append(evaluate_run(run, eval_config, device, progress=bar))
+        except ERRORS as error:
+            status = fail(error, run)
+    bar.close()
+    if not results:
+        return status or 2
+
+    single = len(runs) == 1
+    out = Path(args.out) if args.out else Path(args.path)
+    paths = write_reports(results, out)
+    if single:
+        print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {results[0]['position']}\n")
+        print(length_table(results[0]))
+    print()
+    print(summary_table(results, out))
+    for result in results:
+        for note in result["summary"]["notes"]:
+            print(f"note: {Path(result['run_dir']).name}: {note}")
+    print(f"\neval.json in each run; reports: {', '.join(str(p) for p in paths.values())}")
+    return status
+
+
+def fail(error: Exception, run: Path | None = None) -> int:
+    """Print one ``error:`` line on stderr (naming ``run`` if given); returns exit status 2."""
+    where = f"{run}: " if run is not None and str(run) not in str(error) else ""
+    tqdm.write(f"error: {where}{error}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

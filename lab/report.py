@@ -1,0 +1,374 @@
+"""Evaluation outputs: the ``eval.json`` schema, per-run files and cross-run reports.
+
+Per run (:func:`write_eval_json`, :func:`write_tensorboard`): ``RUN_DIR/eval.json`` and the
+TensorBoard scalars ``extrapolation/exact_match`` and ``extrapolation/token_accuracy`` whose step
+is the length. Across runs (:func:`write_reports`): ``results.csv`` (one row per run x length),
+``results.json`` (the list of ``eval.json`` dicts), ``report.md`` (a table per run and, when
+seeds repeat, means over seeds) and ``accuracy_vs_length.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+SCHEMA_VERSION = 1
+EVAL_NAME = "eval.json"
+DASH = "—"
+
+_FRACTION_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+_LENGTH = {"type": "integer", "minimum": 1}
+_LENGTH_RESULT = {
+    "type": "object",
+    "required": [
+        "length",
+        "tokens",
+        "samples",
+        "exact_match",
+        "exact_match_low",
+        "exact_match_high",
+        "token_accuracy",
+        "supported",
+        "reason",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "length": _LENGTH,
+        "tokens": _LENGTH,
+        "samples": {"type": "integer", "minimum": 0},
+        "exact_match": _FRACTION_OR_NULL,
+        "exact_match_low": _FRACTION_OR_NULL,
+        "exact_match_high": _FRACTION_OR_NULL,
+        "token_accuracy": _FRACTION_OR_NULL,
+        "supported": {"type": "boolean"},
+        "reason": {"type": ["string", "null"]},
+    },
+}
+_SUMMARY = {
+    "type": "object",
+    "required": ["in_dist", "at_2x", "at_4x", "extrapolation_ratio", "threshold", "notes"],
+    "additionalProperties": False,
+    "properties": {
+        "in_dist": _FRACTION_OR_NULL,
+        "at_2x": _FRACTION_OR_NULL,
+        "at_4x": _FRACTION_OR_NULL,
+        "extrapolation_ratio": {"type": "number", "minimum": 0},
+        "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "notes": {"type": "array", "items": {"type": "string"}},
+    },
+}
+_ORDER = {
+    "type": "object",
+    "required": [
+        "permutation_tvd",
+        "permutation_argmax_changed",
+        "order_blind",
+        "minimal_pair_member_accuracy",
+        "minimal_pair_accuracy",
+        "probe_length",
+        "probe_samples",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "permutation_tvd": _FRACTION_OR_NULL,
+        "permutation_argmax_changed": _FRACTION_OR_NULL,
+        "order_blind": {"type": ["boolean", "null"]},
+        "minimal_pair_member_accuracy": _FRACTION_OR_NULL,
+        "minimal_pair_accuracy": _FRACTION_OR_NULL,
+        "probe_length": _LENGTH,
+        "probe_samples": _LENGTH,
+    },
+}
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "eval.json: length extrapolation and order sensitivity of one run",
+    "type": "object",
+    "required": [
+        "schema_version",
+        "run_dir",
+        "config",
+        "position",
+        "task",
+        "seed",
+        "train_lengths",
+        "grid_lengths",
+        "lengths",
+        "summary",
+        "order",
+        "eval_seconds",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "run_dir": {"type": ["string", "null"]},
+        "config": {"type": "object", "required": ["model", "data", "train", "eval", "seed"]},
+        "position": {"type": "string"},
+        "task": {"type": "string"},
+        "seed": {"type": "integer"},
+        "train_lengths": {"type": "array", "items": _LENGTH, "minItems": 2, "maxItems": 2},
+        "grid_lengths": {"type": "array", "items": _LENGTH, "minItems": 1},
+        "lengths": {"type": "array", "items": _LENGTH_RESULT, "minItems": 1},
+        "summary": _SUMMARY,
+        "order": _ORDER,
+        "eval_seconds": {"type": "number", "minimum": 0},
+    },
+}
+"""JSON Schema (draft 2020-12) of ``eval.json``, the dict :func:`lab.evaluation.evaluate_run`
+returns."""
+
+CSV_COLUMNS = (
+    "run",
+    "position",
+    "task",
+    "seed",
+    "length",
+    "tokens",
+    "supported",
+    "exact_match",
+    "exact_match_low",
+    "exact_match_high",
+    "token_accuracy",
+)
+
+
+def write_eval_json(result: dict[str, Any], run_dir: str | Path) -> Path:
+    """Write ``result`` to ``RUN_DIR/eval.json`` (strict JSON: no NaN); returns the path."""
+    path = Path(run_dir) / EVAL_NAME
+    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
+    """Log the extrapolation curve as scalars whose step is the length (supported lengths)."""
+    from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
+
+    writer = SummaryWriter(str(run_dir))
+    for row in result["lengths"]:
+        if row["supported"]:
+            writer.add_scalar("extrapolation/exact_match", row["exact_match"], row["length"])
+            writer.add_scalar("extrapolation/token_accuracy", row["token_accuracy"], row["length"])
+    writer.close()
+
+
+def scheme_label(result: dict[str, Any]) -> str:
+    """The position scheme, marked ``(bidirectional)`` for non-causal models."""
+    causal = result["config"]["model"].get("causal", True)
+    return result["position"] + ("" if causal else " (bidirectional)")
+
+
+def run_label(result: dict[str, Any], out_dir: str | Path | None = None) -> str:
+    """The run folder relative to ``out_dir`` when inside it, else its name."""
+    run = Path(result["run_dir"] or "model")
+    if out_dir is not None:
+        try:
+            relative = run.resolve().relative_to(Path(out_dir).resolve())
+            if relative.parts:
+                return relative.as_posix()
+        except ValueError:
+            pass
+    return run.name
+
+
+def percent(value: float | None) -> str:
+    """``0.973 -> '97.3%'``; None gives a dash."""
+    return DASH if value is None else f"{100 * value:.1f}%"
+
+
+def _number(value: float | None, spec: str) -> str:
+    return DASH if value is None else format(value, spec)
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table with padded columns (readable as plain text too)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = [headers, ["-" * w for w in widths], *rows]
+    return "\n".join(
+        "| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"
+        for line in lines
+    )
+
+
+SUMMARY_HEADERS = ["in-distribution", "2x", "4x", "extrapolation ratio"]
+SUMMARY_HEADERS += ["minimal-pair accuracy", "permutation TVD"]
+
+
+def _figures(summary: dict, order: dict) -> list[str]:
+    return [
+        percent(summary["in_dist"]),
+        percent(summary["at_2x"]),
+        percent(summary["at_4x"]),
+        _number(summary["extrapolation_ratio"], ".2f"),
+        percent(order["minimal_pair_accuracy"]),
+        _number(order["permutation_tvd"], ".2e"),
+    ]
+
+
+def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> str:
+    """One row per run: run, scheme, task, seed and the summary figures."""
+    rows = [
+        [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"])]
+        + _figures(r["summary"], r["order"])
+        for r in results
+    ]
+    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS], rows)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def means_table(results: list[dict[str, Any]]) -> str | None:
+    """Means over seeds per (scheme, task), or None when no (scheme, task) has several runs."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in results:
+        groups[(scheme_label(r), r["task"])].append(r)
+    if all(len(g) < 2 for g in groups.values()):
+        return None
+    rows = []
+    for (scheme, task), runs in sorted(groups.items()):
+        summary = {
+            k: _mean([r["summary"][k] for r in runs])
+            for k in ("in_dist", "at_2x", "at_4x", "extrapolation_ratio")
+        }
+        order = {k: _mean([r["order"][k] for r in runs]) for k in ("minimal_pair_accuracy",)}
+        order["permutation_tvd"] = _mean([r["order"]["permutation_tvd"] for r in runs])
+        rows.append([scheme, task, str(len(runs)), *_figures(summary, order)])
+    return format_table(["scheme", "task", "runs", *SUMMARY_HEADERS], rows)
+
+
+def length_table(result: dict[str, Any]) -> str:
+    """One row per evaluated length of one run, with the 95% Wilson interval."""
+    low, high = result["train_lengths"]
+    rows = []
+    for r in result["lengths"]:
+        interval = DASH
+        if r["supported"]:
+            interval = f"{percent(r['exact_match_low'])} .. {percent(r['exact_match_high'])}"
+        note = "training range" if low <= r["length"] <= high else ""
+        note = note if r["supported"] else f"unsupported: {r['reason']}"
+        rows.append(
+            [str(r["length"]), str(r["tokens"]), percent(r["exact_match"]), interval]
+            + [percent(r["token_accuracy"]), note]
+        )
+    headers = ["length", "tokens", "exact-match", "95% interval", "token accuracy", ""]
+    return format_table(headers, rows)
+
+
+def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> list[dict]:
+    """Rows of ``results.csv``: one per run x length, columns :data:`CSV_COLUMNS`."""
+    rows = []
+    for r in results:
+        for length in r["lengths"]:
+            row = {"run": run_label(r, out_dir), "position": r["position"], "task": r["task"]}
+            row["seed"] = r["seed"]
+            row.update({k: length[k] for k in CSV_COLUMNS[4:]})
+            rows.append({k: "" if v is None else v for k, v in row.items()})
+    return rows
+
+
+def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
+    """Exact-match against length: one panel per task, one line per scheme (mean over seeds).
+
+    Error bars are the 95% Wilson interval for a single run and the min..max over seeds for
+    several. The training range is shaded, and a dashed line marks the longest training length.
+    Unsupported lengths are left out, so a line stops where its scheme stops.
+
+    Returns:
+        The figure (``len(figure.axes[i].containers)`` is the number of schemes in panel ``i``);
+        saved as PNG to ``path`` unless ``path`` is None.
+    """
+    tasks = sorted({r["task"] for r in results})
+    figure = Figure(figsize=(6 * len(tasks), 4.2), layout="constrained")
+    FigureCanvasAgg(figure)
+    for ax, task in zip(figure.subplots(1, len(tasks), squeeze=False)[0], tasks, strict=True):
+        runs = [r for r in results if r["task"] == task]
+        lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
+        ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
+        for high in sorted(set(highs)):
+            ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
+        by_scheme: dict[str, list[dict]] = defaultdict(list)
+        for r in runs:
+            by_scheme[scheme_label(r)].append(r)
+        for scheme, group in sorted(by_scheme.items()):
+            points: dict[int, list[dict]] = defaultdict(list)
+            for r in group:
+                for row in r["lengths"]:
+                    if row["supported"]:
+                        points[row["length"]].append(row)
+            xs = sorted(points)
+            means, below, above = [], [], []
+            for x in xs:
+                values = [p["exact_match"] for p in points[x]]
+                mean = sum(values) / len(values)
+                low, high = min(values), max(values)  # spread over seeds
+                if len(group) == 1:  # one run: its 95% Wilson interval
+                    low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
+                means.append(mean)
+                below.append(mean - low)
+                above.append(high - mean)
+            label = scheme if len(group) == 1 else f"{scheme} (mean of {len(group)})"
+            ax.errorbar(xs, means, yerr=[below, above], marker="o", capsize=3, label=label)
+        ax.set(
+            title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02)
+        )
+        ax.legend(
+            fontsize="small",
+            title="bars: 95% Wilson (1 run), range (seeds)",
+            title_fontsize="small",
+        )
+    if path is not None:
+        figure.savefig(path, dpi=120)
+    return figure
+
+
+def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+    """Write ``results.csv``, ``results.json``, ``report.md`` and ``accuracy_vs_length.png``.
+
+    Args:
+        results: ``eval.json`` dicts (from :func:`lab.evaluation.evaluate_run`), at least one.
+        out_dir: destination folder (created if needed).
+
+    Returns:
+        ``{"csv", "json", "markdown", "plot"}`` -> path written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "csv": out / "results.csv",
+        "json": out / "results.json",
+        "markdown": out / "report.md",
+        "plot": out / "accuracy_vs_length.png",
+    }
+    with paths["csv"].open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_rows(results, out))
+    paths["json"].write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    plot_accuracy_vs_length(results, paths["plot"])
+    lines = ["# Evaluation report", "", summary_table(results, out), ""]
+    means = means_table(results)
+    if means:
+        lines += ["## Means over seeds", "", means, ""]
+    notes = [(run_label(r, out), n) for r in results for n in r["summary"]["notes"]]
+    if notes:
+        lines += ["## Notes", "", *(f"- {run}: {note}" for run, note in notes), ""]
+    lines += [
+        "In-distribution is the mean exact-match over grid lengths inside the training range; "
+        "2x and 4x are exact-match at those multiples of the longest training length; the "
+        "extrapolation ratio is the longest grid length up to which every length reaches the "
+        "threshold, over the longest training length. Permutation TVD is the mean total "
+        "variation distance of the next-token distribution at `<sep>` after shuffling the "
+        f"prompt (< 1e-5: order-blind). {DASH}: not applicable or unsupported.",
+        "",
+        "![exact-match against length](accuracy_vs_length.png)",
+        "",
+    ]
+    paths["markdown"].write_text("\n".join(lines))
+    return paths

@@ -1,0 +1,478 @@
+"""Tests of the evaluation: length extrapolation, order probes, reports and the ``eval.py`` CLI.
+
+Expected values come from oracles (modules whose answers are known by construction) and from the
+tasks' arithmetic, never from the code under test. One tiny model is trained once per module.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import eval as eval_cli
+from data import EOS, SEP, build_task
+from data.svo import AGENT, NOUNS
+from lab.batches import EVAL_STREAM, data_rng
+from lab.checkpoint import checkpoint_path
+from lab.config import EvalConfig, load_config
+from lab.evaluation import (
+    evaluate_model,
+    evaluate_run,
+    extrapolation_ratio,
+    load_evaluation,
+    summarize,
+)
+from lab.extrapolation import LengthResult, evaluate_length
+from lab.metrics import greedy_decode, score_answers
+from lab.probe import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
+from lab.report import SCHEMA, percent, plot_accuracy_vs_length, write_reports
+from lab.trainer import build_model, train
+from model import ModelConfig
+
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=4", "model.d_ff=64"]
+COPY = ["data.task=copy", "data.train_min_length=2", "data.train_max_length=4"]
+FAST_EVAL = EvalConfig(samples=32, probe_samples=32)
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Oracles: modules with known answers, shaped like model.Transformer
+# ---------------------------------------------------------------------------------------------
+
+
+class Limit:
+    """Stands in for ``model.position``: only ``max_length()`` is used by the evaluation."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+
+    def max_length(self) -> int | None:
+        return self.limit
+
+
+class Oracle(nn.Module):
+    """Predicts ``answer_fn(prompt)`` then ``<eos>`` after ``<sep>``, as one-hot logits.
+
+    ``answer_fn`` gets the prompt's content tokens (no ``<bos>``) and returns the answer tokens.
+    The output at answer position ``k`` depends on the prompt and ``k`` only, so greedy decoding
+    and teacher forcing see the same predictions. Every input seen is kept in ``seen``.
+    """
+
+    def __init__(self, task, answer_fn: Callable[[list[int]], list[int]], limit=None) -> None:
+        super().__init__()
+        self.config = ModelConfig(vocab_size=task.vocab_size, position="none")
+        self.position = Limit(limit)
+        self.anchor = nn.Parameter(torch.zeros(()))  # gives the module a device
+        self.answer_fn = answer_fn
+        self.vocab_size = task.vocab_size
+        self.sep, self.eos = task.token_id(SEP), task.token_id(EOS)
+        self.bos = task.token_id("<bos>") if "<bos>" in task.vocab else None
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, idx: torch.Tensor, prefix_len: int | None = None) -> torch.Tensor:
+        self.seen.append(idx.clone())
+        targets = torch.full(idx.shape, self.sep, dtype=torch.int64)  # (B, T)
+        for r, row in enumerate(idx.tolist()):
+            s = row.index(self.sep)
+            prompt = row[1:s] if row[0] == self.bos else row[:s]
+            answer = [*self.answer_fn(prompt), self.eos]
+            for i in range(s, len(row)):
+                targets[r, i] = answer[i - s] if i - s < len(answer) else self.eos
+        logits = nn.functional.one_hot(targets, self.vocab_size).float() * 10.0  # (B, T, V)
+        return logits + self.anchor
+
+
+def svo_answer(task) -> Callable[[list[int]], list[int]]:
+    """Right answer of a one-fact ``svo`` prompt: first noun if the role is agent, else second."""
+    nouns = {task.token_id(n) for n in NOUNS}
+    agent = task.token_id(AGENT)
+
+    def answer(prompt: list[int]) -> list[int]:
+        found = [t for t in prompt if t in nouns]
+        return [found[0] if prompt[-2] == agent else found[1]]
+
+    return answer
+
+
+def copy_config(*extra: str):
+    return load_config(None, [*COPY, *TINY, *extra])
+
+
+def strict_json(value) -> str:
+    return json.dumps(value, allow_nan=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# A trained run, once per module
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread (and many threads thrash on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("runs") / "copy_rope"
+    overrides = [*COPY, *TINY, "train.steps=120", "train.warmup_steps=10", "train.lr=1e-2"]
+    overrides += ["train.eval_every=120", "train.eval_samples=16", "train.progress=false"]
+    train(load_config(None, [*overrides, "device=cpu", f"run_dir={run}"]))
+    return run
+
+
+@pytest.fixture(scope="module")
+def run_result(trained_run) -> dict:
+    return evaluate_run(trained_run, FAST_EVAL, device="cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Length extrapolation
+# ---------------------------------------------------------------------------------------------
+
+
+def test_perfect_copier_scores_one_everywhere():
+    config = copy_config()
+    task = build_task("copy", config.data.n_symbols)
+    result = evaluate_model(Oracle(task, lambda p: p), config, FAST_EVAL)
+    assert [r["length"] for r in result["lengths"]] == [2, 3, 4, 6, 7, 8, 10, 12, 13, 14, 16]
+    for r in result["lengths"]:
+        assert (r["exact_match"], r["token_accuracy"], r["supported"]) == (1.0, 1.0, True)
+        assert r["exact_match_low"] < 1.0 == r["exact_match_high"]
+    summary = result["summary"]
+    assert (summary["in_dist"], summary["at_2x"], summary["at_4x"]) == (1.0, 1.0, 1.0)
+    assert summary["extrapolation_ratio"] == 4.0 and summary["notes"] == []
+
+
+def test_constant_eos_on_copy_gets_one_token_in_l_plus_one():
+    config = copy_config()
+    task = build_task("copy", config.data.n_symbols)
+    oracle = Oracle(task, lambda p: [])  # answers <eos> at once: right only at the last position
+    for length in (2, 5, 9):
+        result = evaluate_length(oracle, task, length, 24, seed=0)
+        assert result.exact_match == 0.0
+        assert result.token_accuracy == 1 / (length + 1)
+
+
+def test_constant_noun_on_svo_matches_the_answer_frequency():
+    task = build_task("svo")
+    dog = task.token_id("dog")
+    oracle = Oracle(task, lambda p: [dog])
+    result = evaluate_length(oracle, task, 5, 1500, seed=0)
+    inputs = torch.cat(oracle.seen)  # (N, T): exactly the evaluated rows
+    sep_at = int((inputs[0] == task.token_id(SEP)).nonzero()[0])
+    share = (inputs[:, sep_at + 1] == dog).double().mean().item()  # rows whose answer is dog
+    assert result.exact_match == pytest.approx(share, abs=1e-12)
+    assert result.token_accuracy == pytest.approx((share + 1) / 2, abs=1e-12)  # <eos> always right
+    # Arithmetic: dog is one of the 2 nouns with probability 2/16, then asked with 1/2: 1/16.
+    sigma = (1 / 16 * 15 / 16 / 1500) ** 0.5
+    assert abs(result.exact_match - 1 / 16) < 4 * sigma
+
+
+def noisy_copy(prompt: list[int]) -> list[int]:
+    """Copy, but corrupt one token of about a third of the prompts."""
+    answer = list(prompt)
+    if sum(prompt) % 3 == 0:
+        answer[sum(prompt) % len(prompt)] = 0  # a special token, never a symbol: wrong
+    return answer
+
+
+@pytest.mark.parametrize("kind", ["untrained", "trained", "noisy-oracle"])
+def test_teacher_forced_exact_match_equals_greedy(kind, trained_run, make_model):
+    task = build_task("copy", 16)
+    if kind == "untrained":
+        model = make_model("rope", strong=True, vocab_size=task.vocab_size)
+    elif kind == "trained":
+        model = build_model(copy_config(), torch.device("cpu"))
+        model.load_state_dict(torch.load(checkpoint_path(trained_run))["model"])
+    else:
+        model = Oracle(task, noisy_copy)
+    model.eval()
+    exact_total = 0
+    for length in (2, 4, 8):
+        batch = task.sample(data_rng(0, EVAL_STREAM, length), length, 48)
+        teacher_forced = score_answers(model(batch.inputs), batch).exact  # (B,)
+        prompt, answer = (
+            batch.tokens[:, : batch.answer_start],
+            batch.answer_targets,
+        )  # (B, P), (B, A)
+        generated = greedy_decode(model, prompt, answer.shape[1])  # (B, A)
+        greedy = (generated == answer).all(dim=1)  # (B,)
+        assert torch.equal(teacher_forced, greedy)
+        exact_total += int(greedy.sum())
+    if kind != "untrained":
+        assert exact_total > 0  # the check covers right answers, not only wrong ones
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary arithmetic on hand-made curves
+# ---------------------------------------------------------------------------------------------
+
+
+def curve(points: dict[int, float | None]) -> list[LengthResult]:
+    """LengthResults at the given lengths; None marks an unsupported length."""
+    results = []
+    for length, em in points.items():
+        if em is None:
+            results.append(
+                LengthResult(length, 2 * length + 2, 0, None, None, None, None, False, "no")
+            )
+        else:
+            results.append(LengthResult(length, 2 * length + 2, 100, em, em, em, em))
+    return results
+
+
+def test_extrapolation_ratio_is_contiguous_from_the_shortest_length():
+    grid = [2, 3, 4, 6, 8, 12, 16]
+    results = curve({2: 1.0, 3: 1.0, 4: 0.95, 6: 0.9, 8: 0.5, 12: 0.95, 16: 0.1})
+    assert extrapolation_ratio(results, grid, 4, 0.9) == (6 / 4, None)  # 0.9 counts (>=)
+    assert extrapolation_ratio(results, grid, 4, 0.96)[0] == 3 / 4
+    assert extrapolation_ratio(results, grid, 4, 0.4)[0] == 12 / 4  # 16 fails
+    assert extrapolation_ratio(results, grid, 4, 0.05)[0] == 16 / 4
+    first_fails = curve({2: 0.8, 3: 1.0, 8: 1.0, 16: 1.0})
+    assert extrapolation_ratio(first_fails, [2, 3, 8, 16], 4, 0.9)[0] == 0.0
+    # Lengths outside the grid (like an added 2x) do not count.
+    assert extrapolation_ratio(results, [2, 3, 4, 12, 16], 4, 0.9)[0] == 12 / 4
+
+
+def test_summary_figures():
+    results = curve({2: 1.0, 3: 0.9, 4: 0.8, 6: 0.95, 8: 0.25, 16: 0.0})
+    summary = summarize(results, [2, 3, 4, 6, 16], 2, 4, 0.9)
+    assert summary["in_dist"] == pytest.approx((1.0 + 0.9 + 0.8) / 3)
+    assert (summary["at_2x"], summary["at_4x"]) == (0.25, 0.0)
+    assert summary["extrapolation_ratio"] == 3 / 4  # 4 fails: 0.8 < 0.9
+    assert summary["threshold"] == 0.9 and summary["notes"] == []
+    no_inside = summarize(curve({6: 1.0, 8: 1.0, 16: 1.0}), [6, 16], 2, 4, 0.9)
+    assert no_inside["in_dist"] is None and "no grid length" in no_inside["notes"][0]
+
+
+def test_unsupported_lengths_give_null_figures_with_reasons():
+    results = curve({2: 1.0, 4: 1.0, 6: 1.0, 8: None, 16: None})
+    summary = summarize(results, [2, 4, 6, 8, 16], 2, 4, 0.9)
+    assert summary["in_dist"] == 1.0
+    assert summary["at_2x"] is None and summary["at_4x"] is None
+    assert summary["extrapolation_ratio"] == 6 / 4  # stops at the unsupported length 8
+    assert len(summary["notes"]) == 3 and all("unsupported" in n for n in summary["notes"])
+
+
+def test_learned_model_reports_lengths_past_its_table_as_unsupported():
+    config = copy_config("model.position=learned", "model.max_positions=12")
+    model = build_model(config, torch.device("cpu")).eval()
+    result = evaluate_model(model, config, FAST_EVAL)
+    rows = result["lengths"]
+    assert any(r["supported"] for r in rows) and any(not r["supported"] for r in rows)
+    for r in rows:
+        assert r["supported"] == (r["tokens"] <= 12)
+        if not r["supported"]:
+            assert r["exact_match"] is None and r["token_accuracy"] is None
+            assert "max_positions=12" in r["reason"]
+    summary = result["summary"]
+    assert summary["at_2x"] is None and summary["at_4x"] is None
+    assert any("at_2x" in n and "max_positions=12" in n for n in summary["notes"])
+    assert result["order"]["permutation_tvd"] is not None  # the probe length fits the table
+    strict_json(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Order sensitivity
+# ---------------------------------------------------------------------------------------------
+
+
+def test_permutation_probe_is_float_noise_for_bidirectional_nope(make_model):
+    task = build_task("copy", 13)
+    model = make_model("none", causal=False, strong=True, vocab_size=task.vocab_size)
+    probe = permutation_probe(model, task, 8, 64, seed=0)
+    assert probe.tvd < ORDER_BLIND_TVD and probe.order_blind
+    assert probe.argmax_changed == 0.0
+
+
+@pytest.mark.parametrize("position", ["none", "learned", "sinusoidal", "rope", "alibi"])
+def test_permutation_probe_moves_causal_models(position, make_model):
+    # Measured on these seeded models: TVD 0.03 .. 0.21 (copy and svo); the bound leaves 30x.
+    for task, length in ((build_task("copy", 13), 8), (build_task("svo"), 6)):
+        model = make_model(position, strong=True, vocab_size=task.vocab_size)
+        probe = permutation_probe(model, task, length, 64, seed=0)
+        assert probe.tvd > 1e-3 and probe.order_blind is False
+
+
+def test_minimal_pairs_separate_order_aware_from_order_blind():
+    task = build_task("svo")
+    nouns = {task.token_id(n) for n in NOUNS}
+    perfect = minimal_pair_accuracy(Oracle(task, svo_answer(task)), task, 6, 64, seed=0)
+    assert (perfect.member_accuracy, perfect.pair_accuracy) == (1.0, 1.0)
+    # Answers the lowest-id noun of the prompt: a function of the bag of tokens only.
+    blind = Oracle(task, lambda p: [min(t for t in p if t in nouns)])
+    pairs = minimal_pair_accuracy(blind, task, 6, 64, seed=0)
+    assert (pairs.member_accuracy, pairs.pair_accuracy) == (0.5, 0.0)
+    assert permutation_probe(blind, task, 6, 64, seed=0).tvd == 0.0
+    assert minimal_pair_accuracy(blind, build_task("copy"), 6, 64, seed=0) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# eval.json, TensorBoard, reports
+# ---------------------------------------------------------------------------------------------
+
+
+def check_fraction(value, nullable=True):
+    if value is None:
+        assert nullable
+    else:
+        assert isinstance(value, float | int) and 0 <= value <= 1
+
+
+def test_eval_json_follows_the_schema(run_result, trained_run):
+    saved = json.loads((trained_run / "eval.json").read_text())
+    assert saved == json.loads(strict_json(run_result))
+    try:
+        import jsonschema
+    except ImportError:
+        jsonschema = None
+    if jsonschema is not None:
+        jsonschema.validate(saved, SCHEMA)
+    # Field by field (also when jsonschema is missing), and the schema lists exactly these keys.
+    assert set(saved) == set(SCHEMA["required"]) == set(SCHEMA["properties"])
+    assert saved["schema_version"] == SCHEMA["properties"]["schema_version"]["const"]
+    assert saved["run_dir"] == str(trained_run)
+    assert saved["config"]["data"]["task"] == saved["task"] == "copy"
+    assert saved["config"]["eval"]["samples"] == FAST_EVAL.samples
+    assert saved["position"] == "rope" and saved["seed"] == 0
+    assert saved["train_lengths"] == [2, 4]
+    assert set(saved["grid_lengths"]) <= {r["length"] for r in saved["lengths"]}
+    length_keys = SCHEMA["properties"]["lengths"]["items"]["required"]
+    for row in saved["lengths"]:
+        assert list(row) == length_keys
+        assert isinstance(row["length"], int) and isinstance(row["tokens"], int)
+        assert row["samples"] == FAST_EVAL.samples and row["supported"] is True
+        assert row["reason"] is None
+        for key in ("exact_match", "exact_match_low", "exact_match_high", "token_accuracy"):
+            check_fraction(row[key], nullable=False)
+        assert row["exact_match_low"] <= row["exact_match"] <= row["exact_match_high"]
+    summary = saved["summary"]
+    assert set(summary) == set(SCHEMA["properties"]["summary"]["required"])
+    for key in ("in_dist", "at_2x", "at_4x"):
+        check_fraction(summary[key])
+    assert summary["extrapolation_ratio"] >= 0 and summary["threshold"] == 0.9
+    assert all(isinstance(n, str) for n in summary["notes"])
+    order = saved["order"]
+    assert set(order) == set(SCHEMA["properties"]["order"]["required"])
+    check_fraction(order["permutation_tvd"], nullable=False)
+    check_fraction(order["permutation_argmax_changed"], nullable=False)
+    assert order["order_blind"] is False  # causal rope
+    assert order["minimal_pair_member_accuracy"] is None and order["minimal_pair_accuracy"] is None
+    assert order["probe_length"] == 4 and order["probe_samples"] == FAST_EVAL.probe_samples
+    assert isinstance(saved["eval_seconds"], float) and saved["eval_seconds"] > 0
+
+
+def test_load_evaluation_returns_only_current_results(run_result, trained_run, tmp_path):
+    assert load_evaluation(trained_run) == json.loads(strict_json(run_result))
+    assert load_evaluation(trained_run, FAST_EVAL) is not None
+    assert load_evaluation(trained_run, EvalConfig(samples=33)) is None  # other settings
+    assert load_evaluation(tmp_path) is None  # nothing saved
+    stale = tmp_path / "stale"
+    shutil.copytree(trained_run, stale)
+    later = (stale / "eval.json").stat().st_mtime + 10
+    os.utime(checkpoint_path(stale), (later, later))  # retrained after the evaluation
+    assert load_evaluation(stale) is None
+
+
+def test_tensorboard_gets_the_extrapolation_curve(run_result, trained_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(trained_run)).Reload()
+    for tag, key in (("exact_match", "exact_match"), ("token_accuracy", "token_accuracy")):
+        scalars = events.Scalars(f"extrapolation/{tag}")
+        assert [s.step for s in scalars] == [r["length"] for r in run_result["lengths"]]
+        expected = [r[key] for r in run_result["lengths"]]
+        assert [s.value for s in scalars] == pytest.approx(expected, abs=1e-6)
+
+
+def test_reports_tables_and_plot(run_result, tmp_path):
+    second = copy.deepcopy(run_result)
+    second["run_dir"], second["seed"] = str(tmp_path / "copy_rope_seed1"), 1
+    config = copy_config("model.position=learned", "model.max_positions=12")
+    learned = evaluate_model(build_model(config, torch.device("cpu")), config, FAST_EVAL)
+    learned["run_dir"] = str(tmp_path / "copy_learned")
+    results = [run_result, second, learned]
+    paths = write_reports(results, tmp_path)
+    assert set(paths) == {"csv", "json", "markdown", "plot"}
+    assert paths["plot"].read_bytes()[:8] == PNG_MAGIC
+    rows = paths["csv"].read_text().strip().splitlines()
+    assert rows[0].split(",")[:6] == ["run", "position", "task", "seed", "length", "tokens"]
+    assert len(rows) == 1 + sum(len(r["lengths"]) for r in results)
+    assert len(json.loads(paths["json"].read_text())) == 3
+    report = paths["markdown"].read_text()
+    assert "## Means over seeds" in report and "—" in report
+    assert percent(run_result["summary"]["in_dist"]) in report
+    figure = plot_accuracy_vs_length(results, None)
+    (ax,) = figure.axes
+    assert len(ax.containers) == 2  # rope (mean of 2 seeds) and learned
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "rope (mean of 2)" in labels and "learned" in labels
+    assert percent(0.973) == "97.3%" and percent(None) == "—"
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err
+    return err
+
+
+def test_cli_rejects_bad_input_with_one_line(tmp_path, capsys, trained_run):
+    assert eval_cli.main([str(tmp_path / "missing")]) == 2
+    assert "does not exist" in one_error_line(capsys)
+    (tmp_path / "empty").mkdir()
+    assert eval_cli.main([str(tmp_path / "empty")]) == 2
+    assert "no checkpoint.pt" in one_error_line(capsys)
+    assert eval_cli.main([str(trained_run), "model.position=alibi"]) == 2
+    assert "eval.* settings" in one_error_line(capsys)
+    assert eval_cli.main([str(trained_run), "eval.samples=0"]) == 2
+    assert "eval.samples" in one_error_line(capsys)
+    state = torch.load(checkpoint_path(trained_run), weights_only=False)
+    alien = tmp_path / "alien"
+    alien.mkdir()
+    torch.save({"model": {}, "config": {"model": {"heads": 3}}}, checkpoint_path(alien))
+    assert eval_cli.main([str(alien)]) == 2
+    assert "incompatible" in one_error_line(capsys)
+    resized = tmp_path / "resized"
+    resized.mkdir()
+    state["config"]["model"]["d_model"] = 64
+    torch.save(state, checkpoint_path(resized))
+    assert eval_cli.main([str(resized)]) == 2
+    assert "does not fit" in one_error_line(capsys)
+
+
+def test_cli_evaluates_a_folder_of_runs(tmp_path, capsys, trained_run):
+    for name in ("a", "b"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        shutil.copy(checkpoint_path(trained_run), checkpoint_path(tmp_path / "runs" / name))
+    argv = [str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--no-progress"]
+    assert (
+        eval_cli.main([*argv, "eval.samples=16", "eval.probe_samples=16", "eval.lengths=[2,4]"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "| a " in out and "| b " in out and "extrapolation ratio" in out
+    for name in ("a", "b"):
+        saved = json.loads((tmp_path / "runs" / name / "eval.json").read_text())
+        assert [r["length"] for r in saved["lengths"]] == [2, 4, 8, 16]  # grid + 2x and 4x
+        assert saved["grid_lengths"] == [2, 4] and saved["config"]["eval"]["samples"] == 16
+    lines = (tmp_path / "out" / "results.csv").read_text().strip().splitlines()
+    assert len(lines) == 1 + 2 * 4
+    assert (tmp_path / "out" / "accuracy_vs_length.png").read_bytes()[:8] == PNG_MAGIC
