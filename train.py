@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         "overrides", nargs="*", metavar="key=value", help="e.g. model.position=alibi"
     )
     args = parser.parse_args(argv)
+    config = None
     try:
         if args.resume:
             if args.config or args.overrides:
@@ -37,11 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            "interrupted; checkpoint saved; continue with: "
-            f"python train.py --resume {args.resume or config.run_dir}",
-            file=sys.stderr,
-        )
+        if config is None:
+            print("interrupted", file=sys.stderr)
+        else:
+            print(
+                "interrupted; checkpoint saved; continue with: "
+                f"python train.py --resume {config.run_dir}",
+                file=sys.stderr,
+            )
         return 130
     evals = ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
     print(

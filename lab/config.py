@@ -115,8 +115,9 @@ class TrainConfig:
                 f"train.target_accuracy={self.target_accuracy} is invalid; "
                 "it must be in (0, 1] or null"
             )
-        if self.grad_clip < 0 or self.weight_decay < 0:
-            raise ConfigError("train.grad_clip and train.weight_decay must be >= 0")
+        for name in ("grad_clip", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)} is invalid; it must be >= 0")
 
 
 @dataclass

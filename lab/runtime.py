@@ -2,6 +2,10 @@
 
 import contextlib
 import random
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -64,3 +68,35 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+@dataclass
+class Interrupt:
+    """Set by :func:`deferred_interrupt` when Ctrl-C arrives."""
+
+    requested: bool = False
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[Interrupt]:
+    """Turn Ctrl-C (SIGINT) into a flag that the training loop checks between steps.
+
+    An interrupt in the middle of an optimizer step would leave weights and step counter out of
+    step; with this, the loop finishes the step, then raises ``KeyboardInterrupt`` itself. A
+    second Ctrl-C interrupts at once. Outside the main thread it does nothing.
+    """
+    flag = Interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if flag.requested:
+            raise KeyboardInterrupt
+        flag.requested = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)

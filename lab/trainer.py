@@ -10,16 +10,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from data import Task, build_task
+from data import Batch, Task, build_task
 from lab.batches import SAMPLE_STREAM, data_rng, training_batch
 from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from lab.config import Config, config_from_dict, config_to_dict, save_config
 from lab.extrapolation import evaluate_length
 from lab.metrics import score_answers
-from lab.runtime import autocast, configure_threads, resolve_device, seed_everything
+from lab.runtime import (
+    autocast,
+    configure_threads,
+    deferred_interrupt,
+    resolve_device,
+    seed_everything,
+)
 from lab.schedule import warmup_cosine
 from model import Transformer
 
@@ -140,79 +147,102 @@ def train(config: Config, resume: bool = False) -> TrainResult:
     started = time.perf_counter()
     bar = tqdm(total=t.steps, initial=step, disable=not t.progress, desc=run_dir.name, unit="step")
     try:
-        while step < t.steps:
-            tick = time.perf_counter()
-            batch = training_batch(task, config.seed, step, t.batch_size, lengths).to(device)
-            model.train()
-            with autocast(device):
-                logits = compiled(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
-            answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
-            loss = torch.nn.functional.cross_entropy(
-                answer_logits.flatten(0, 1), batch.answer_targets.flatten()
-            )
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                raise TrainingDiverged(
-                    f"loss is {loss_value} at step {step}; stopped, keeping the last good "
-                    f"checkpoint (lower train.lr={t.lr} or set train.grad_clip)"
+        with deferred_interrupt() as interrupt:
+            while step < t.steps:
+                tick = time.perf_counter()
+                batch = training_batch(task, config.seed, step, t.batch_size, lengths).to(device)
+                logits, loss_value, grad_norm = train_step(
+                    compiled, optimizer, scheduler, batch, t.grad_clip, device, step
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                model.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf
-            )
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            result.losses.append(loss_value)
-            result.final_loss = loss_value
-            scores = score_answers(logits.detach(), batch)
-            tokens_per_s = batch.inputs.numel() / (time.perf_counter() - tick)
-            exact = scores.exact.float().mean().item()
-            bar.update(1)
-            bar.set_postfix(
-                loss=f"{loss_value:.3f}", acc=f"{exact:.2f}", tok_s=f"{tokens_per_s:,.0f}"
-            )
-            if step % t.log_every == 0:
-                writer.add_scalar("train/loss", loss_value, step)
-                writer.add_scalar("train/exact_match", exact, step)
-                writer.add_scalar(
-                    "train/token_accuracy",
-                    scores.correct_tokens.sum().item() / (scores.answer_tokens * len(scores.exact)),
-                    step,
+                step += 1
+                result.losses.append(loss_value)
+                result.final_loss = loss_value
+                scores = score_answers(logits, batch)
+                tokens_per_s = batch.inputs.numel() / (time.perf_counter() - tick)
+                exact = scores.exact.float().mean().item()
+                bar.update(1)
+                bar.set_postfix(
+                    loss=f"{loss_value:.3f}", acc=f"{exact:.2f}", tok_s=f"{tokens_per_s:,.0f}"
                 )
-                writer.add_scalar("train/lr", scheduler.get_last_lr()[0], step)
-                writer.add_scalar("train/grad_norm", float(grad_norm), step)
-                writer.add_scalar("train/tokens_per_s", tokens_per_s, step)
-            reached = False
-            if step % t.eval_every == 0 or step == t.steps:
-                result.eval = periodic_eval(model, task, config, writer, step)
-                reached = (
-                    t.target_accuracy is not None and result.eval["in_dist"] >= t.target_accuracy
-                )
-            if reached or step == t.steps:
-                result.finished = True
-                break
-            if step % t.checkpoint_every == 0:
-                checkpoint(False, loss_value, result.eval)
+                if step % t.log_every == 0:
+                    scalars = {
+                        "loss": loss_value,
+                        "exact_match": exact,
+                        "token_accuracy": scores.correct_tokens.sum().item()
+                        / (scores.answer_tokens * len(scores.exact)),
+                        "lr": scheduler.get_last_lr()[0],
+                        "grad_norm": grad_norm,
+                        "tokens_per_s": tokens_per_s,
+                    }
+                    for name, value in scalars.items():
+                        writer.add_scalar(f"train/{name}", value, step)
+                if step % t.eval_every == 0 or step == t.steps:
+                    result.eval = periodic_eval(model, task, config, writer, step)
+                    target = t.target_accuracy
+                    if step == t.steps or (target is not None and result.eval["in_dist"] >= target):
+                        result.finished = True
+                        break
+                if interrupt.requested:
+                    raise KeyboardInterrupt
+                if step % t.checkpoint_every == 0:
+                    checkpoint(False, loss_value, result.eval)
+        result.step = step
+        result.seconds = time.perf_counter() - started
+        checkpoint(result.finished, result.final_loss, result.eval)
+        write_samples(model, task, config, writer, step)
+        writer.add_hparams(
+            hparams(config),
+            {f"hparam/exact_match_{k}": v for k, v in result.eval.items()},
+            run_name="hparams",
+            global_step=step,
+        )
     except KeyboardInterrupt:
         checkpoint(False, result.final_loss, result.eval)
-        writer.close()
         raise
     finally:
         bar.close()
-    result.step = step
-    result.seconds = time.perf_counter() - started
-    checkpoint(result.finished, result.final_loss, result.eval)
-    write_samples(model, task, config, writer, step)
-    writer.add_hparams(
-        hparams(config),
-        {f"hparam/exact_match_{k}": v for k, v in result.eval.items()},
-        run_name="hparams",
-        global_step=step,
-    )
-    writer.close()
+        writer.close()
     return result
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batch: Batch,
+    grad_clip: float,
+    device: torch.device,
+    step: int,
+) -> tuple[torch.Tensor, float, float]:
+    """One optimizer step on the answer tokens of ``batch`` (cross-entropy, clipped gradients).
+
+    Returns:
+        ``(logits, loss, grad_norm)``: detached logits ``(B, S - 1, V)``, the loss before the
+        step, and the global gradient norm before clipping.
+
+    Raises:
+        TrainingDiverged: the loss is NaN or infinite (checked before the weights change).
+    """
+    model.train()
+    with autocast(device):
+        logits = model(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
+    answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
+    loss = F.cross_entropy(answer_logits.flatten(0, 1), batch.answer_targets.flatten())
+    loss_value = loss.item()
+    if not math.isfinite(loss_value):
+        raise TrainingDiverged(
+            f"loss is {loss_value} at step {step}; stopped, keeping the last good checkpoint "
+            f"(try a lower train.lr, now {optimizer.defaults['lr']}, or train.grad_clip, "
+            f"now {grad_clip})"
+        )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(
+        model.parameters(), grad_clip if grad_clip > 0 else math.inf
+    )
+    optimizer.step()
+    scheduler.step()
+    return logits.detach(), loss_value, float(grad_norm)
 
 
 def periodic_eval(

@@ -20,6 +20,10 @@ class ModelConfig:
             usable sequence.
         rope_theta: RoPE base ``theta`` (``rope`` only), Su et al. 2021, eq. 15.
         sinusoidal_base: wavelength base of the sinusoidal table (``sinusoidal`` only).
+        sinusoidal_scale: multiplier of the sinusoidal table (``sinusoidal`` only). Its entries
+            are O(1) while token embeddings start at std 0.02 (GPT-2 init); Vaswani et al.
+            balance the two by scaling embeddings by ``sqrt(d_model)`` (§3.4). Here the table is
+            scaled instead, by default to the embeddings' init std, so content is not drowned.
         causal: causal (decoder) attention; ``False`` gives bidirectional attention.
         tie_embeddings: share the token embedding matrix with the output projection.
 
@@ -37,6 +41,7 @@ class ModelConfig:
     max_positions: int = 1024
     rope_theta: float = 10000.0
     sinusoidal_base: float = 10000.0
+    sinusoidal_scale: float = 0.02
     causal: bool = True
     tie_embeddings: bool = True
 
@@ -68,7 +73,7 @@ class ModelConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout={self.dropout!r} is invalid; it must be in [0, 1)")
-        for name in ("rope_theta", "sinusoidal_base"):
+        for name in ("rope_theta", "sinusoidal_base", "sinusoidal_scale"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"model.{name}={getattr(self, name)!r} is invalid; it must be > 0")
 

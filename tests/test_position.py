@@ -378,7 +378,8 @@ def test_sinusoidal_cache_reused_across_steps(make_model):
     assert model.position._table is table
     assert model.position._table.data_ptr() == table.data_ptr()
     assert table.shape[0] >= 300
-    torch.testing.assert_close(table[:300], sinusoidal_table(300, 32), rtol=0, atol=0)
+    expected = model.config.sinusoidal_scale * sinusoidal_table(300, 32)
+    torch.testing.assert_close(table[:300], expected, rtol=0, atol=0)
 
 
 def test_rope_cache_reused_across_steps(make_model):

@@ -57,11 +57,11 @@ def alibi_bias(slopes: Tensor, positions: Tensor, causal: bool) -> Tensor:
     """
     pos = positions.float()
     distance = pos.unsqueeze(-1) - pos.unsqueeze(-2)  # (..., T, T): i - j
-    if not causal:
-        distance = distance.abs()
+    # causal: an infinite distance to future keys becomes the -inf of the causal mask, so the
+    # (B, H, T, T) bias is built once, not built and then copied by a masked fill
+    distance = causal_fill(distance, math.inf) if causal else distance.abs()
     distance = distance if distance.dim() == 3 else distance.unsqueeze(0)  # (1 or B, T, T)
-    bias = -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, T, T)
-    return causal_fill(bias) if causal else bias
+    return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, T, T)
 
 
 @register("alibi")

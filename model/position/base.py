@@ -125,18 +125,19 @@ def outside_autograd() -> contextlib.ExitStack:
     return stack
 
 
-def causal_fill(bias: Tensor) -> Tensor:
-    """Mask keys after their query: ``bias[..., i, j] = -inf`` for ``j > i``.
+def causal_fill(bias: Tensor, value: float = float("-inf")) -> Tensor:
+    """Mask keys after their query: ``bias[..., i, j] = value`` (default ``-inf``) for ``j > i``.
 
     Args:
         bias: float ``(..., T, T)`` additive score bias.
+        value: what to put above the diagonal.
 
     Returns:
         A new tensor of the same shape and dtype.
     """
     t = bias.shape[-1]
     future = torch.ones(t, t, dtype=torch.bool, device=bias.device).triu(1)  # (T, T)
-    return bias.masked_fill(future, float("-inf"))
+    return bias.masked_fill(future, value)
 
 
 def prefix_lm_fill(bias: Tensor, prefix_len: int) -> Tensor:

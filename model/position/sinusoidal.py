@@ -41,7 +41,7 @@ def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0) -> Tenso
 
 @register("sinusoidal")
 class SinusoidalPosition(PositionScheme):
-    """Adds ``sinusoidal_table`` rows to the token embeddings; works at any length.
+    """Adds ``sinusoidal_scale * sinusoidal_table`` rows to the token embeddings, at any length.
 
     The table is cached and grown on demand (doubling), never rebuilt per step.
     """
@@ -51,11 +51,15 @@ class SinusoidalPosition(PositionScheme):
         self.register_buffer("_table", torch.empty(0, config.d_model), persistent=False)
 
     def table(self, n_positions: int) -> Tensor:
-        """The cached table with at least ``n_positions`` rows: float32 ``(P, D)``."""
+        """The cached, scaled table (``sinusoidal_scale * sinusoidal_table``) with at least
+        ``n_positions`` rows: float32 ``(P, D)``."""
         self._table = grown_cache(
             self._table,
             n_positions,
-            lambda n: sinusoidal_table(n, self.config.d_model, self.config.sinusoidal_base),
+            lambda n: (
+                self.config.sinusoidal_scale
+                * sinusoidal_table(n, self.config.d_model, self.config.sinusoidal_base)
+            ),
         )
         return self._table
 

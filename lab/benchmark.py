@@ -1,0 +1,202 @@
+"""Throughput, model FLOP utilisation (MFU) and evaluation memory, per position scheme.
+
+All times are medians over repeated measurements after warm-up. MFU is achieved model FLOP/s
+over the machine's own matrix-multiply peak, measured in the same process with the same
+threads and dtype, so the ratio is comparable across machines.
+
+Model FLOPs per token follow Kaplan et al. 2020 (§2.1) and the PaLM paper (Chowdhery et al.
+2022, appendix B): ``6 N + 12 L T D`` for a training step (forward + backward) and
+``2 N + 4 L T D`` for a forward pass, where ``N`` counts the weights of every matrix multiply
+(including the output projection), ``L`` layers, ``T`` sequence length, ``D`` model width. The
+attention term counts the full ``T x T`` score matrix, as PaLM does, although causal kernels
+skip about half of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from model import ModelConfig, Transformer
+from model.position import available_schemes
+
+
+@dataclass
+class TrainSpeed:
+    """Training throughput of one scheme: tokens/s, step time (ms) and MFU (0..1)."""
+
+    position: str
+    tokens_per_s: float
+    step_ms: float
+    mfu: float
+
+
+@dataclass
+class EvalSpeed:
+    """Forward-only throughput and peak resident memory growth (MiB) at one length."""
+
+    position: str
+    length: int
+    batch: int
+    tokens_per_s: float
+    peak_mib: float
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
+    """The best FLOP/s of a square matrix multiply (sizes 256..2048) on ``device``."""
+    best = 0.0
+    for n in (256, 512, 1024, 2048):
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        seconds = median_seconds(lambda a=a, b=b: _sync(device, a @ b), repeats=7, warmup=2)
+        best = max(best, 2 * n**3 / seconds)
+    return best
+
+
+def matmul_params(model: Transformer) -> int:
+    """Weights that take part in a matrix multiply: every Linear (embedding lookups excluded)."""
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def flops_per_token(model: Transformer, seq_len: int, training: bool) -> float:
+    """``6N + 12LTD`` (training) or ``2N + 4LTD`` (forward), see the module docstring."""
+    c = model.config
+    n = matmul_params(model)
+    attention = c.n_layers * seq_len * c.d_model
+    return 6 * n + 12 * attention if training else 2 * n + 4 * attention
+
+
+def training_speed(
+    config: ModelConfig, batch: int, seq_len: int, device: torch.device, peak: float, repeats: int
+) -> TrainSpeed:
+    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens)."""
+    torch.manual_seed(0)
+    model = Transformer(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
+    idx = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits = model(idx[:, :-1])  # (B, T, V)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        _sync(device, loss)
+
+    seconds = median_seconds(step, repeats=repeats, warmup=3)
+    tokens_per_s = batch * seq_len / seconds
+    mfu = tokens_per_s * flops_per_token(model, seq_len, training=True) / peak
+    return TrainSpeed(config.position, tokens_per_s, 1000 * seconds, mfu)
+
+
+@torch.inference_mode()
+def eval_speed(
+    config: ModelConfig, length: int, batch_tokens: int, device: torch.device, repeats: int
+) -> EvalSpeed:
+    """Forward throughput at ``length`` with ``batch_tokens // length`` rows, and memory growth.
+
+    Peak memory is how far the process's peak resident set rises above its size before these
+    forward passes (CPU; on Linux the peak is reset first through ``/proc/self/clear_refs``,
+    elsewhere the figure only counts growth past the process's earlier peak), or the growth of
+    ``torch.cuda.max_memory_allocated`` (CUDA).
+    """
+    torch.manual_seed(0)
+    model = Transformer(config).to(device).eval()
+    rows = max(1, batch_tokens // length)
+    idx = torch.randint(0, config.vocab_size, (rows, length), device=device)
+    before = reset_peak_memory(device)
+    seconds = median_seconds(lambda: _sync(device, model(idx)), repeats=repeats, warmup=1)
+    peak_mib = (peak_memory(device) - before) / 2**20
+    return EvalSpeed(config.position, length, rows, rows * length / seconds, peak_mib)
+
+
+def run_benchmark(
+    config: ModelConfig,
+    batch: int,
+    seq_len: int,
+    eval_lengths: list[int],
+    batch_tokens: int,
+    device: torch.device,
+    repeats: int = 20,
+) -> dict:
+    """Training and evaluation figures for every registered scheme at ``config``'s size."""
+    peak = matmul_peak_flops(device)
+    train = []
+    for position in available_schemes():
+        scheme_config = ModelConfig(**{**asdict(config), "position": position})
+        train.append(training_speed(scheme_config, batch, seq_len, device, peak, repeats))
+    evals = []
+    for length in eval_lengths:
+        for position in available_schemes():
+            values = {**asdict(config), "position": position}
+            if position == "learned":  # a table long enough for this length
+                values["max_positions"] = max(config.max_positions, length)
+            evals.append(eval_speed(ModelConfig(**values), length, batch_tokens, device, repeats))
+    nope = next(t.tokens_per_s for t in train if t.position == "none")
+    return {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "model": asdict(config),
+        "batch": batch,
+        "seq_len": seq_len,
+        "matmul_peak_gflops": peak / 1e9,
+        "train": [{**asdict(t), "vs_none": t.tokens_per_s / nope} for t in train],
+        "eval": [asdict(e) for e in evals],
+    }
+
+
+def _sync(device: torch.device, value: object) -> object:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return value
+
+
+def reset_peak_memory(device: torch.device) -> int:
+    """Reset the peak-memory counter where possible; return the current usage in bytes.
+
+    CUDA: allocator statistics. CPU on Linux: the process's peak resident set is reset to its
+    current size through ``/proc/self/clear_refs``; elsewhere it cannot be reset.
+    """
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")  # Linux: peak RSS := current RSS
+    return peak_memory(device)
+
+
+def peak_memory(device: torch.device) -> int:
+    """Peak bytes since :func:`reset_peak_memory` (CUDA allocations, or the CPU resident set)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux

@@ -1,0 +1,178 @@
+"""A sweep: train and evaluate every combination of a grid, then write one comparison report.
+
+A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
+
+    out_dir: runs/ablation          # where the runs and the report go
+    base: {model: {...}, ...}       # run-config values shared by every run
+    grid: {model.position: [...]}   # dotted key -> list of values; the product is the run list
+    when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
+
+Runs that already finished (checkpoint marked finished and ``eval.json`` present) are skipped;
+an unfinished one resumes from its checkpoint. A failing run is recorded with its error and the
+others go on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from lab.config import ConfigError, load_config
+
+ALIASES = {"position": "model.position", "task": "data.task"}
+SWEEP_KEYS = ("out_dir", "base", "grid", "when")
+
+
+@dataclass
+class Sweep:
+    """A parsed sweep file.
+
+    Attributes:
+        out_dir: folder of the runs and the report.
+        base: dotted ``key=value`` overrides shared by every run.
+        grid: dotted key -> values; every combination is one run.
+        when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
+    """
+
+    out_dir: str
+    base: list[str]
+    grid: dict[str, list[Any]]
+    when: dict[str, list[str]]
+
+
+@dataclass
+class RunSpec:
+    """One run of a sweep: its name (the subfolder) and its full override list."""
+
+    name: str
+    overrides: list[str]
+
+
+def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    """Read a sweep file and apply command-line overrides.
+
+    An override ``key=a,b,c`` makes ``key`` a grid axis with those values; ``key=a`` sets one
+    value (replacing a grid axis of that key). ``position`` and ``task`` are short for
+    ``model.position`` and ``data.task``; ``out_dir=...`` moves the sweep.
+
+    Raises:
+        ConfigError: missing file, unknown section, bad override, or a run config that does not
+            validate (one line, naming the key).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"sweep file {str(path)!r} does not exist; see configs/")
+    raw = OmegaConf.to_container(OmegaConf.load(path))
+    if not isinstance(raw, dict) or set(raw) - set(SWEEP_KEYS):
+        unknown = sorted(set(raw) - set(SWEEP_KEYS)) if isinstance(raw, dict) else raw
+        raise ConfigError(
+            f"sweep file {str(path)!r} has unknown sections {unknown}; "
+            f"allowed: {', '.join(SWEEP_KEYS)}"
+        )
+    grid = {ALIASES.get(k, k): _as_list(v) for k, v in (raw.get("grid") or {}).items()}
+    when = {k: _dotted(v) for k, v in (raw.get("when") or {}).items()}
+    sweep = Sweep(str(raw.get("out_dir", "runs/sweep")), _dotted(raw.get("base") or {}), grid, when)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value or key=v1,v2,...")
+        key = ALIASES.get(key, key)
+        if key == "out_dir":
+            sweep.out_dir = value
+        elif "," in value:
+            sweep.grid[key] = [v for v in value.split(",") if v]
+        elif key in sweep.grid:
+            sweep.grid[key] = [value]
+        else:
+            sweep.base.append(f"{key}={value}")
+    for spec in expand(sweep):
+        load_config(None, spec.overrides)  # validate every run before any training starts
+    return sweep
+
+
+def expand(sweep: Sweep) -> list[RunSpec]:
+    """Every combination of the grid as a :class:`RunSpec`, in grid order."""
+    keys = list(sweep.grid)
+    specs = []
+    for values in itertools.product(*(sweep.grid[k] for k in keys)):
+        chosen = dict(zip(keys, values, strict=True))
+        extra = [
+            o
+            for condition, overrides in sweep.when.items()
+            if _matches(condition, chosen)
+            for o in overrides
+        ]
+        name = "-".join(_short(k, v) for k, v in chosen.items()) or "run"
+        run_dir = os.path.join(sweep.out_dir, name)
+        grid_overrides = [f"{k}={v}" for k, v in chosen.items()]
+        specs.append(RunSpec(name, [*sweep.base, *extra, *grid_overrides, f"run_dir={run_dir}"]))
+    return specs
+
+
+def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None) -> dict[str, Any]:
+    """Train (or resume, or skip) and evaluate one run; never raises.
+
+    Returns:
+        ``{"name", "run_dir", "status": "done" | "skipped" | "failed", "error", "result"}`` where
+        ``result`` is the run's evaluation (the ``eval.json`` content) when it succeeded.
+    """
+    from lab.checkpoint import checkpoint_path, load_checkpoint
+    from lab.evaluation import evaluate_run, load_evaluation
+    from lab.trainer import train
+
+    overrides = list(spec.overrides)
+    if device is not None:
+        overrides.append(f"device={device}")
+    if threads is not None:
+        overrides += [f"threads={threads}", "train.progress=false"]
+    record: dict[str, Any] = {"name": spec.name, "status": "done", "error": None, "result": None}
+    try:
+        config = load_config(None, overrides)
+        record["run_dir"] = config.run_dir
+        finished = checkpoint_path(config.run_dir).is_file() and load_checkpoint(
+            config.run_dir
+        ).get("finished", False)
+        existing = load_evaluation(config.run_dir, config.eval) if finished else None
+        if existing is not None:
+            record.update(status="skipped", result=existing)
+            return record
+        train(config, resume=checkpoint_path(config.run_dir).is_file())
+        record["result"] = evaluate_run(config.run_dir, config.eval, device=config.device)
+    except Exception as error:  # a failing run is reported, never stops the sweep
+        record.update(status="failed", error=f"{type(error).__name__}: {error}")
+        record["traceback"] = traceback.format_exc()
+    return record
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _dotted(section: dict[str, Any], prefix: str = "") -> list[str]:
+    """Nested mapping -> ``["a.b=value", ...]``."""
+    items = []
+    for key, value in section.items():
+        if isinstance(value, dict):
+            items += _dotted(value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            items.append(f"{prefix}{key}=[{','.join(map(str, value))}]")
+        else:
+            items.append(f"{prefix}{key}={'null' if value is None else value}")
+    return items
+
+
+def _matches(condition: str, chosen: dict[str, Any]) -> bool:
+    key, _, value = condition.partition("=")
+    key = ALIASES.get(key, key)
+    return key in chosen and str(chosen[key]) == value
+
+
+def _short(key: str, value: Any) -> str:
+    leaf = key.rsplit(".", 1)[-1]
+    return str(value) if leaf in ("position", "task") else f"{leaf}{value}"

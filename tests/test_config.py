@@ -1,0 +1,305 @@
+"""Tests of the run configuration: defaults, overrides, one-line errors, round trips, configs/."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from data import available_tasks, build_task
+from lab.config import (
+    Config,
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    flat_keys,
+    load_config,
+    save_config,
+)
+from model import ModelConfig
+from model.position import available_schemes
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+MODEL_KEYS = [k for k in flat_keys() if k.startswith("model.")]
+
+
+def one_line_error(overrides: list[str], path: str | Path | None = None) -> str:
+    """The message of the ConfigError that loading raises; asserts it is a single line."""
+    with pytest.raises(ConfigError) as error:
+        load_config(path, overrides)
+    message = str(error.value)
+    assert message and "\n" not in message
+    assert "Traceback" not in message
+    return message
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults and overrides
+# ---------------------------------------------------------------------------------------------
+
+
+def test_defaults_are_the_dataclass_defaults_with_the_tasks_vocab_size() -> None:
+    config = load_config()
+    expected = Config()
+    svo_vocab = build_task("svo").vocab_size
+    expected.model = dataclasses.replace(expected.model, vocab_size=svo_vocab)
+    assert config == expected
+    assert isinstance(config.model, ModelConfig)
+    assert config.data.task == "svo"
+    assert config.model.vocab_size == svo_vocab == len(build_task("svo").vocab)
+    assert config.model.position == "rope"
+    assert (config.data.train_min_length, config.data.train_max_length) == (3, 12)
+    assert config.seed == 0
+    assert config.device == "auto"
+    assert config.run_dir == "runs/default"
+    assert config.train.target_accuracy is None
+    assert config.eval.lengths is None
+
+
+def test_no_arguments_equals_the_written_out_default_file() -> None:
+    """configs/default.yaml says it is what ``python train.py`` trains with no arguments."""
+    if not (CONFIGS / "default.yaml").is_file():
+        return
+    assert load_config(CONFIGS / "default.yaml") == load_config()
+
+
+def test_overrides_apply_with_the_fields_types() -> None:
+    config = load_config(
+        None,
+        [
+            "model.position=alibi",
+            "model.d_model=96",
+            "model.dropout=0.25",
+            "data.task=copy",
+            "data.n_symbols=10",
+            "data.train_min_length=2",
+            "data.train_max_length=20",
+            "train.lr=1e-3",
+            "train.min_lr=1e-4",
+            "train.target_accuracy=0.9",
+            "train.progress=false",
+            "eval.lengths=[4,8,16]",
+            "seed=7",
+            "device=cpu",
+            "run_dir=/tmp/x",
+        ],
+    )
+    assert config.model.position == "alibi"
+    assert config.model.d_model == 96 and isinstance(config.model.d_model, int)
+    assert config.model.dropout == 0.25
+    assert config.data.task == "copy"
+    assert config.data.n_symbols == 10
+    assert (config.data.train_min_length, config.data.train_max_length) == (2, 20)
+    assert config.train.lr == 1e-3 and isinstance(config.train.lr, float)
+    assert config.train.min_lr == 1e-4
+    assert config.train.target_accuracy == 0.9
+    assert config.train.progress is False
+    assert config.eval.lengths == [4, 8, 16]
+    assert (config.seed, config.device, config.run_dir) == (7, "cpu", "/tmp/x")
+    # Everything not overridden keeps its default.
+    assert config.model.n_layers == Config().model.n_layers
+    assert config.train.steps == Config().train.steps
+    assert config.eval.threshold == Config().eval.threshold
+
+
+def test_later_overrides_win_and_null_clears() -> None:
+    config = load_config(
+        None, ["model.position=alibi", "model.position=learned", "train.target_accuracy=null"]
+    )
+    assert config.model.position == "learned"
+    assert config.train.target_accuracy is None
+
+
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_every_position_scheme_is_accepted(scheme: str) -> None:
+    assert load_config(None, [f"model.position={scheme}"]).model.position == scheme
+
+
+@pytest.mark.parametrize(
+    ("overrides", "vocab_size"),
+    [
+        ([], len(build_task("svo").vocab)),
+        (
+            ["data.task=svo", "data.svo_facts=3", "data.train_min_length=9"],
+            build_task("svo", svo_facts=3).vocab_size,
+        ),
+        (["data.task=copy"], 16 + 3),
+        (["data.task=reverse", "data.n_symbols=2"], 2 + 3),
+        (["data.task=sort", "data.n_symbols=62"], 62 + 3),
+    ],
+)
+def test_vocab_size_comes_from_the_task(overrides: list[str], vocab_size: int) -> None:
+    assert load_config(None, overrides).model.vocab_size == vocab_size
+
+
+def test_vocab_size_set_by_hand_must_match_the_task() -> None:
+    copy_vocab = build_task("copy").vocab_size
+    same = load_config(None, ["data.task=copy", f"model.vocab_size={copy_vocab}"])
+    assert same.model.vocab_size == copy_vocab
+    message = one_line_error(["data.task=copy", "model.vocab_size=5"])
+    assert "model.vocab_size" in message and str(copy_vocab) in message
+
+
+def test_yaml_file_then_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  position: alibi\n  n_layers: 1\ndata:\n  task: reverse\nseed: 3\n")
+    config = load_config(path, ["model.position=sinusoidal"])
+    assert config.model.position == "sinusoidal"  # the override beats the file
+    assert config.model.n_layers == 1
+    assert config.data.task == "reverse"
+    assert config.model.vocab_size == build_task("reverse").vocab_size
+    assert config.seed == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one line, naming the key or value
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_key_names_it_and_lists_the_allowed_keys() -> None:
+    message = one_line_error(["model.dmodel=3"])
+    assert "model.dmodel" in message
+    assert "allowed keys" in message
+    for key in MODEL_KEYS:
+        assert key in message
+    assert "train.lr" not in message  # only the section's keys
+
+
+def test_unknown_top_level_key_lists_the_sections() -> None:
+    message = one_line_error(["learning_rate=3"])
+    assert "learning_rate" in message
+    for name in ("model", "data", "train", "eval", "seed", "device", "threads", "run_dir"):
+        assert name in message
+
+
+def test_unknown_key_in_a_file_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("train:\n  learning_rate: 0.1\n")
+    message = one_line_error([], path)
+    assert "train.learning_rate" in message
+    assert "train.lr" in message and "train.steps" in message
+
+
+@pytest.mark.parametrize(
+    ("override", "named", "also"),
+    [
+        ("model.d_model=abc", "model.d_model", "abc"),
+        ("model.position=foo", "model.position", "rope"),
+        ("train.target_accuracy=2", "train.target_accuracy", "(0, 1]"),
+        ("train.target_accuracy=0", "train.target_accuracy", "(0, 1]"),
+        ("model.dropout=1.5", "model.dropout", "[0, 1)"),
+        ("model.n_heads=3", "model.n_heads", "model.d_model"),
+        ("train.steps=0", "train.steps", ">= 1"),
+        ("train.lr=fast", "train.lr", "fast"),
+        ("train.warmup_steps=5000", "train.warmup_steps", "train.steps"),
+        ("data.task=bogus", "data.task", "copy"),
+        ("data.svo_facts=0", "data.svo_facts", "1..8"),
+        ("data.train_min_length=1", "data.train_min_length", "3"),
+        ("eval.threshold=0", "eval.threshold", "(0, 1]"),
+        ("seed=x", "seed", "x"),
+    ],
+)
+def test_bad_value_fails_with_one_line_naming_it(override: str, named: str, also: str) -> None:
+    message = one_line_error([override])
+    assert named in message
+    assert also in message
+
+
+def test_unknown_task_lists_every_task() -> None:
+    message = one_line_error(["data.task=bogus"])
+    for name in available_tasks():
+        assert name in message
+
+
+def test_n_symbols_is_checked_for_symbol_tasks() -> None:
+    message = one_line_error(["data.task=copy", "data.n_symbols=100"])
+    assert "data.n_symbols=100" in message and "2..62" in message
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    message = one_line_error([], path)
+    assert str(path) in message and "does not exist" in message
+
+
+def test_malformed_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("model: [unclosed\n")
+    message = one_line_error([], path)
+    assert str(path) in message and "YAML" in message
+
+
+def test_yaml_file_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- model\n- data\n")
+    message = one_line_error([], path)
+    assert str(path) in message and "mapping" in message
+
+
+@pytest.mark.parametrize("override", ["train.lr", "=3", "model.position"])
+def test_malformed_override(override: str) -> None:
+    message = one_line_error([override])
+    assert repr(override) in message
+    assert "key=value" in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+# ---------------------------------------------------------------------------------------------
+
+
+ROUND_TRIP = [
+    [],
+    ["model.position=alibi", "data.task=copy", "train.target_accuracy=0.99", "eval.lengths=[3,9]"],
+    ["data.task=svo", "data.svo_facts=2", "data.train_min_length=6", "model.dropout=0.1"],
+]
+
+
+@pytest.mark.parametrize("overrides", ROUND_TRIP)
+def test_dict_round_trip(overrides: list[str]) -> None:
+    config = load_config(None, overrides)
+    values = config_to_dict(config)
+    assert isinstance(values, dict) and isinstance(values["model"], dict)
+    assert values["model"]["vocab_size"] == config.model.vocab_size
+    assert config_from_dict(values) == config
+
+
+@pytest.mark.parametrize("overrides", ROUND_TRIP)
+def test_yaml_round_trip(overrides: list[str], tmp_path: Path) -> None:
+    config = load_config(None, overrides)
+    path = tmp_path / "config.yaml"
+    save_config(config, path)
+    assert load_config(path) == config
+    assert OmegaConf.to_container(OmegaConf.load(path)) == config_to_dict(config)
+
+
+def test_incompatible_saved_config() -> None:
+    values = config_to_dict(load_config())
+    values["model"]["width"] = 3
+    with pytest.raises(ConfigError, match=r"saved config is incompatible: .*model\.width"):
+        config_from_dict(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every file in configs/ loads
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_yaml_in_configs_loads() -> None:
+    """Run configs load with load_config; sweep files (base/grid sections) with load_sweep, which
+    validates every run of the grid with load_config."""
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        raw = OmegaConf.to_container(OmegaConf.load(path))
+        assert isinstance(raw, dict), path
+        if {"base", "grid"} & set(raw):
+            from lab.sweep import expand, load_sweep
+
+            sweep = load_sweep(path)
+            specs = expand(sweep)
+            assert specs, path
+            for spec in specs:
+                assert isinstance(load_config(None, spec.overrides), Config)
+        else:
+            assert isinstance(load_config(path), Config), path

@@ -1,0 +1,79 @@
+"""Fast paths equal the plain computation; long-length evaluation stays within a memory bound.
+
+The fast path is what the model runs by default: PyTorch's fused SDPA (``is_causal`` without a
+mask, or a cached additive mask) and position tables cached across steps. The plain path is
+textbook attention, ``softmax(q k^T / sqrt(Dh) + mask) v`` with an explicit mask, and position
+tables recomputed from explicit positions.
+"""
+
+import math
+
+import pytest
+import torch
+
+from data import build_task
+from lab.benchmark import peak_memory, reset_peak_memory
+from lab.extrapolation import evaluate_length
+from model import ModelConfig, Transformer
+
+SCHEMES = ("none", "learned", "sinusoidal", "rope", "alibi")
+
+
+def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+    """Textbook attention over (B, H, T, Dh), with the causal mask written out."""
+    t = q.shape[-2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if is_causal:
+        future = torch.ones(t, t, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    return scores.softmax(dim=-1) @ v  # (B, H, T, Dh)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fast_path_equals_plain_path(scheme, causal, monkeypatch):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_ff=64,
+        max_positions=160,
+        position=scheme,
+        causal=causal,
+    )
+    model = Transformer(config).eval()
+    with torch.no_grad():  # unit-scale weights, so attention is far from uniform
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, p.shape[-1] ** -0.5)
+    for length in (1, 7, 33, 150):
+        idx = torch.randint(0, 16, (2, length))
+        fast = model(idx)
+        with monkeypatch.context() as patch:
+            patch.setattr("model.attention.F.scaled_dot_product_attention", plain_attention)
+            plain = model(idx, positions=torch.arange(length))
+        assert (fast - plain).abs().max() < 1e-4, (scheme, causal, length)
+
+
+def test_long_evaluation_memory_is_bounded():
+    """4096-token ALiBi evaluation (its cached bias is the largest table) stays under 512 MiB.
+
+    Expected: the cached (1, H, T, T) float32 bias is 4 * 4096^2 * 4 B = 256 MiB; activations
+    of 8 rows x 4096 tokens x 256 wide are 32 MiB each and SDPA never forms (B, H, T, T).
+    """
+    torch.manual_seed(0)
+    task = build_task("copy")
+    config = ModelConfig(
+        vocab_size=task.vocab_size, d_model=64, n_layers=1, n_heads=4, d_ff=256, position="alibi"
+    )
+    model = Transformer(config).eval()
+    length = 2047  # <bos> + 2047 + <sep> + 2047 = 4096 input tokens
+    before = reset_peak_memory(torch.device("cpu"))
+    result = evaluate_length(model, task, length, samples=8, seed=0, batch_tokens=32768)
+    grown_mib = (peak_memory(torch.device("cpu")) - before) / 2**20
+    assert result.tokens == 4096 and result.samples == 8
+    assert grown_mib < 512, f"peak memory grew by {grown_mib:.0f} MiB"
