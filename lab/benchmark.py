@@ -153,7 +153,11 @@ def run_benchmark(
             values = {**asdict(config), "position": position}
             if position == "learned":  # a table long enough for this length
                 values["max_positions"] = max(config.max_positions, length)
-            evals.append(eval_speed(ModelConfig(**values), length, batch_tokens, device, repeats))
+            evals.append(
+                eval_speed(
+                    ModelConfig(**values), length, batch_tokens, device, max(3, repeats // 4)
+                )
+            )
     nope = next(t.tokens_per_s for t in train if t.position == "none")
     return {
         "device": str(device),

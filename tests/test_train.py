@@ -127,6 +127,7 @@ def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, TrainRes
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_small_model_learns_copy_at_its_training_lengths(tmp_path: Path) -> None:
     config = load_config(None, [*COPY_RUN, f"run_dir={tmp_path}"])
     started = time.perf_counter()
