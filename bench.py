@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from lab.baselines import hf_baselines
 from lab.benchmark import run_benchmark
 from lab.report import format_table
 from lab.runtime import configure_threads, resolve_device
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         "--batch-tokens", type=int, default=32768, help="evaluation batch, in tokens"
     )
     parser.add_argument("--out", default="bench.json", help="where to write the JSON results")
+    parser.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also time Hugging Face GPT-2 and Llama of the same size (needs transformers)",
+    )
     args = parser.parse_args(argv)
     try:
         device = resolve_device(args.device)
@@ -43,16 +49,17 @@ def main(argv: list[str] | None = None) -> int:
         lengths = [int(n) for n in args.lengths.split(",")]
         if args.repeats < 1 or min(lengths) < 1:
             raise ValueError(f"--repeats={args.repeats} and --lengths={args.lengths} must be >= 1")
-    except ValueError as error:
+        baselines = hf_baselines(STANDARD, STANDARD.max_positions) if args.baselines else None
+    except (ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     results = {}
-    for name, config, batch, seq_len, eval_lengths in (
-        ("standard", STANDARD, 64, 64, lengths),
-        ("ablation", ABLATION, 64, 24, []),
+    for name, config, batch, seq_len, eval_lengths, others in (
+        ("standard", STANDARD, 64, 64, lengths, baselines),
+        ("ablation", ABLATION, 64, 24, [], None),
     ):
         results[name] = run_benchmark(
-            config, batch, seq_len, eval_lengths, args.batch_tokens, device, args.repeats
+            config, batch, seq_len, eval_lengths, args.batch_tokens, device, args.repeats, others
         )
         r = results[name]
         print(

@@ -74,25 +74,43 @@ def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) 
     return best
 
 
-def matmul_params(model: Transformer) -> int:
-    """Weights that take part in a matrix multiply: every Linear (embedding lookups excluded)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+def matmul_params(model: torch.nn.Module) -> int:
+    """Weights that take part in a matrix multiply: every ``Linear`` (and Hugging Face
+    ``Conv1D``) weight; embedding lookups are excluded."""
+    return sum(
+        m.weight.numel()
+        for m in model.modules()
+        if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
+    )
 
 
-def flops_per_token(model: Transformer, seq_len: int, training: bool) -> float:
+def flops_per_token(
+    model: torch.nn.Module, config: ModelConfig, seq_len: int, training: bool
+) -> float:
     """``6N + 12LTD`` (training) or ``2N + 4LTD`` (forward), see the module docstring."""
-    c = model.config
     n = matmul_params(model)
-    attention = c.n_layers * seq_len * c.d_model
+    attention = config.n_layers * seq_len * config.d_model
     return 6 * n + 12 * attention if training else 2 * n + 4 * attention
 
 
 def training_speed(
-    config: ModelConfig, batch: int, seq_len: int, device: torch.device, peak: float, repeats: int
+    config: ModelConfig,
+    batch: int,
+    seq_len: int,
+    device: torch.device,
+    peak: float,
+    repeats: int,
+    model: torch.nn.Module | None = None,
+    name: str | None = None,
 ) -> TrainSpeed:
-    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens)."""
+    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens).
+
+    ``model`` (any module mapping ``(B, T)`` token ids to ``(B, T, V)`` logits) defaults to this
+    project's :class:`Transformer` for ``config``; a baseline of the same size can be passed to
+    compare in the same run.
+    """
     torch.manual_seed(0)
-    model = Transformer(config).to(device)
+    model = (model or Transformer(config)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
     idx = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
 
@@ -107,8 +125,8 @@ def training_speed(
 
     seconds = median_seconds(step, repeats=repeats, warmup=3)
     tokens_per_s = batch * seq_len / seconds
-    mfu = tokens_per_s * flops_per_token(model, seq_len, training=True) / peak
-    return TrainSpeed(config.position, tokens_per_s, 1000 * seconds, mfu)
+    mfu = tokens_per_s * flops_per_token(model, config, seq_len, training=True) / peak
+    return TrainSpeed(name or config.position, tokens_per_s, 1000 * seconds, mfu)
 
 
 @torch.inference_mode()
@@ -140,13 +158,17 @@ def run_benchmark(
     batch_tokens: int,
     device: torch.device,
     repeats: int = 20,
+    baselines: dict[str, torch.nn.Module] | None = None,
 ) -> dict:
-    """Training and evaluation figures for every registered scheme at ``config``'s size."""
+    """Training and evaluation figures for every registered scheme at ``config``'s size, and
+    training figures for ``baselines`` (name -> model of the same size) in the same run."""
     peak = matmul_peak_flops(device)
     train = []
     for position in available_schemes():
         scheme_config = ModelConfig(**{**asdict(config), "position": position})
         train.append(training_speed(scheme_config, batch, seq_len, device, peak, repeats))
+    for name, baseline in (baselines or {}).items():
+        train.append(training_speed(config, batch, seq_len, device, peak, repeats, baseline, name))
     evals = []
     for length in eval_lengths:
         for position in available_schemes():

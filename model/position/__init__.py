@@ -5,7 +5,11 @@ Importing this package registers the built-in schemes: ``none``, ``learned``, ``
 ``@register("name")`` plus one import line here.
 """
 
-from model.position import alibi, learned, none, rope, sinusoidal  # noqa: F401  (registers)
+# isort: off
+# registration order is the order of every listing: from no position information to relative
+from model.position import none, learned, sinusoidal, rope, alibi  # noqa: F401
+
+# isort: on
 from model.position.alibi import alibi_bias, alibi_slopes
 from model.position.base import (
     PositionScheme,

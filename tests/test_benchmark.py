@@ -1,0 +1,36 @@
+"""The benchmark's arithmetic: model FLOPs per token, and a timing run of every scheme."""
+
+import pytest
+import torch
+
+from lab.benchmark import flops_per_token, matmul_params, run_benchmark
+from model import ModelConfig, Transformer
+
+STANDARD = ModelConfig(vocab_size=64, d_model=128, n_layers=4, n_heads=4, d_ff=512)
+
+
+def test_flops_per_token_of_the_standard_configuration():
+    model = Transformer(STANDARD)
+    per_layer = 128 * 384 + 128 * 128 + 128 * 512 + 512 * 128  # qkv, out, MLP up, MLP down
+    assert matmul_params(model) == 4 * per_layer + 64 * 128  # + the (tied) output projection
+    n = 794_624
+    assert flops_per_token(model, STANDARD, 64, training=True) == 6 * n + 12 * 4 * 64 * 128
+    assert flops_per_token(model, STANDARD, 64, training=False) == 2 * n + 4 * 4 * 64 * 128
+
+
+@pytest.mark.slow
+def test_run_benchmark_reports_every_scheme():
+    tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64, max_positions=8)
+    result = run_benchmark(tiny, 4, 8, [16], 64, torch.device("cpu"), repeats=2)
+    assert [t["position"] for t in result["train"]] == [
+        "none",
+        "learned",
+        "sinusoidal",
+        "rope",
+        "alibi",
+    ]
+    assert all(t["tokens_per_s"] > 0 and t["mfu"] > 0 for t in result["train"])
+    assert next(t for t in result["train"] if t["position"] == "none")["vs_none"] == 1.0
+    evals = {e["position"]: e for e in result["eval"]}
+    assert evals["learned"]["length"] == 16  # its table is grown to the benchmarked length
+    assert all(e["batch"] == 4 and e["peak_mib"] >= 0 for e in result["eval"])
