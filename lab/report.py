@@ -18,6 +18,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from model.position import available_schemes
+
 SCHEMA_VERSION = 1
 EVAL_NAME = "eval.json"
 DASH = "—"
@@ -285,7 +287,12 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         saved as PNG to ``path`` unless ``path`` is None.
     """
     tasks = sorted({r["task"] for r in results})
-    figure = Figure(figsize=(6 * len(tasks), 4.2), layout="constrained")
+    order = {name: i for i, name in enumerate(available_schemes())}
+    labels = sorted(
+        {scheme_label(r) for r in results}, key=lambda s: (order.get(s.split()[0], 99), s)
+    )
+    colors = {label: f"C{i}" for i, label in enumerate(labels)}  # one colour per scheme, all panels
+    figure = Figure(figsize=(6 * len(tasks), 4.6), layout="constrained")
     FigureCanvasAgg(figure)
     for ax, task in zip(figure.subplots(1, len(tasks), squeeze=False)[0], tasks, strict=True):
         runs = [r for r in results if r["task"] == task]
@@ -296,7 +303,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         by_scheme: dict[str, list[dict]] = defaultdict(list)
         for r in runs:
             by_scheme[scheme_label(r)].append(r)
-        for scheme, group in sorted(by_scheme.items()):
+        for scheme, group in sorted(by_scheme.items(), key=lambda item: labels.index(item[0])):
             points: dict[int, list[dict]] = defaultdict(list)
             for r in group:
                 for row in r["lengths"]:
@@ -314,15 +321,30 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
                 below.append(mean - low)
                 above.append(high - mean)
             label = scheme if len(group) == 1 else f"{scheme} (mean of {len(group)})"
-            ax.errorbar(xs, means, yerr=[below, above], marker="o", capsize=3, label=label)
+            ax.errorbar(
+                xs,
+                means,
+                yerr=[below, above],
+                marker="o",
+                capsize=3,
+                label=label,
+                color=colors[scheme],
+            )
         ax.set(
             title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02)
         )
-        ax.legend(
-            fontsize="small",
-            title="bars: 95% Wilson (1 run), range (seeds)",
-            title_fontsize="small",
-        )
+    handles: dict[str, Any] = {}
+    for ax in figure.axes:  # one legend for all panels, below them
+        handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 7),
+        fontsize="small",
+        title="error bars: 95% Wilson interval (one run), min..max over seeds (several)",
+        title_fontsize="small",
+    )
     if path is not None:
         figure.savefig(path, dpi=120)
     return figure
