@@ -7,6 +7,7 @@ schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparis
 
 import argparse
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -17,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from lab.config import ConfigError
-from lab.sweep import expand, load_sweep, run_one
+from lab.sweep import RunSpec, expand, init_worker, load_sweep, run_one
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -62,24 +63,49 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
     records = run_all(specs, workers, gpus)
+    if any(r["status"] in ("interrupted", "cancelled") for r in records):
+        print(
+            "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
+            f"run the same command again to resume ({sweep.out_dir}/)",
+            file=sys.stderr,
+        )
+        return 130
     seconds = time.perf_counter() - started
     return report(records, Path(sweep.out_dir), seconds)
 
 
-def run_all(specs, workers: int, gpus: int) -> list[dict]:
-    """Run every spec, in order with one worker, else in a process pool (spawned workers)."""
+def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
+    """Run every spec, in order with one worker, else in a process pool (spawned workers).
+
+    On Ctrl-C every running training saves a checkpoint and stops, runs not yet started are
+    cancelled, and the records say which (statuses ``interrupted`` and ``cancelled``).
+    """
     if workers == 1:
-        return [run_one(spec) for spec in tqdm(specs, desc="sweep", unit="run")]
+        records = []
+        for spec in tqdm(specs, desc="sweep", unit="run"):
+            records.append(run_one(spec))
+            if records[-1]["status"] == "interrupted":
+                break
+        return records
     threads = max(1, (os.cpu_count() or 1) // workers)
-    records = [None] * len(specs)
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = {
-            pool.submit(run_one, spec, f"cuda:{i % gpus}" if gpus else "cpu", threads): i
+    context = get_context("spawn")
+    stop = context.Event()
+    records = []
+    with ProcessPoolExecutor(workers, context, init_worker, (stop,)) as pool:
+        futures = [
+            pool.submit(run_one, spec, f"cuda:{i % gpus}" if gpus else "cpu", threads)
             for i, spec in enumerate(specs)
-        }
-        for future in tqdm(as_completed(futures), total=len(specs), desc="sweep", unit="run"):
-            records[futures[future]] = future.result()
-    return records
+        ]
+        try:
+            for future in tqdm(as_completed(futures), total=len(specs), desc="sweep", unit="run"):
+                records.append(future.result())
+        except KeyboardInterrupt:
+            stop.set()  # running trainings checkpoint and stop; queued runs return at once
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the wait below is seconds long
+            print("\nstopping: running trainings save a checkpoint first", file=sys.stderr)
+            records = [future.result() for future in futures]
+    order = {spec.name: i for i, spec in enumerate(specs)}
+    return sorted(records, key=lambda record: order[record["name"]])
 
 
 def report(records: list[dict], out_dir: Path, seconds: float) -> int:
@@ -92,10 +118,10 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
     print()
     if results:
         print(summary_table(results, out_dir))
-    done = sum(r["status"] == "done" for r in records)
-    skipped = sum(r["status"] == "skipped" for r in records)
+    count = {s: sum(r["status"] == s for r in records) for s in ("trained", "evaluated", "skipped")}
     print(
-        f"\n{done} run(s) trained, {skipped} skipped (already finished), {len(failed)} failed, "
+        f"\n{count['trained']} run(s) trained, {count['evaluated']} only re-evaluated, "
+        f"{count['skipped']} skipped (already finished), {len(failed)} failed, "
         f"in {seconds / 60:.1f} min"
     )
     for record in failed:

@@ -50,6 +50,8 @@ def hf_baselines(config: ModelConfig, max_positions: int) -> dict[str, nn.Module
             embd_pdrop=0.0,
             attn_pdrop=0.0,
             attn_implementation="sdpa",
+            bos_token_id=0,
+            eos_token_id=0,
         )
     )
     llama = LlamaForCausalLM(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,12 +116,29 @@ def expand(sweep: Sweep) -> list[RunSpec]:
     return specs
 
 
+def init_worker(stop: Any) -> None:
+    """Process-pool initializer: keep the sweep's stop event; leave the terminal's process
+    group (POSIX), so Ctrl-C reaches only the parent, which then sets ``stop``."""
+    global _STOP
+    _STOP = stop
+    if hasattr(os, "setpgid"):
+        os.setpgid(0, 0)
+    else:  # Windows: Ctrl-C reaches every process of the console
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_STOP: Any = None  # a multiprocessing.Event in pool workers, set when the sweep is interrupted
+
+
 def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None) -> dict[str, Any]:
     """Train (or resume, or skip) and evaluate one run; never raises.
 
     Returns:
-        ``{"name", "run_dir", "status": "done" | "skipped" | "failed", "error", "result"}`` where
-        ``result`` is the run's evaluation (the ``eval.json`` content) when it succeeded.
+        ``{"name", "run_dir", "status", "error", "result"}``: status ``trained``, ``evaluated``
+        (training had finished; only the evaluation was redone), ``skipped`` (both were
+        current), ``failed``, ``interrupted`` (Ctrl-C; a checkpoint was saved) or ``cancelled``
+        (the sweep was interrupted before this run started); ``result`` is the run's
+        evaluation (the ``eval.json`` content) when it has one.
     """
     from lab.checkpoint import checkpoint_path, load_checkpoint
     from lab.evaluation import evaluate_run, load_evaluation
@@ -131,7 +149,11 @@ def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None
         overrides.append(f"device={device}")
     if threads is not None:
         overrides += [f"threads={threads}", "train.progress=false"]
-    record: dict[str, Any] = {"name": spec.name, "status": "done", "error": None, "result": None}
+    record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
+    should_stop = _STOP.is_set if _STOP is not None else None
+    if should_stop is not None and should_stop():
+        record["status"] = "cancelled"
+        return record
     try:
         config = load_config(None, overrides)
         record["run_dir"] = config.run_dir
@@ -142,8 +164,14 @@ def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None
         if existing is not None:
             record.update(status="skipped", result=existing)
             return record
-        train(config, resume=checkpoint_path(config.run_dir).is_file())
+        if finished:
+            record["status"] = "evaluated"
+        else:
+            resume = checkpoint_path(config.run_dir).is_file()
+            train(config, resume=resume, should_stop=should_stop)
         record["result"] = evaluate_run(config.run_dir, config.eval, device=config.device)
+    except KeyboardInterrupt:
+        record["status"] = "interrupted"
     except Exception as error:  # a failing run is reported, never stops the sweep
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,13 @@ def periodic_lengths(config: Config) -> dict[str, list[int]]:
     return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
 
 
-def train(config: Config, resume: bool = False) -> TrainResult:
+def train(
+    config: Config, resume: bool = False, should_stop: Callable[[], bool] | None = None
+) -> TrainResult:
     """Train ``config`` into ``config.run_dir``, or continue it there when ``resume``.
+
+    Ctrl-C, or ``should_stop()`` turning true (checked after every step), saves a checkpoint
+    and raises ``KeyboardInterrupt``.
 
     Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
     and on Ctrl-C) and TensorBoard events into the run folder.
@@ -182,7 +188,7 @@ def train(config: Config, resume: bool = False) -> TrainResult:
                     if step == t.steps or (target is not None and result.eval["in_dist"] >= target):
                         result.finished = True
                         break
-                if interrupt.requested:
+                if interrupt.requested or (should_stop is not None and should_stop()):
                     raise KeyboardInterrupt
                 if step % t.checkpoint_every == 0:
                     checkpoint(False, loss_value, result.eval)

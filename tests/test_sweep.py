@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import sweep
 from lab.config import ConfigError
@@ -61,7 +62,7 @@ def test_resumed_sweep_skips_finished_runs(finished, capsys):
     out_dir, _ = finished
     before = {p: p.stat().st_mtime_ns for p in out_dir.glob("*/checkpoint.pt")}
     assert run_sweep(out_dir, "position=none,rope", "seed=0") == 0
-    assert "0 run(s) trained, 2 skipped" in capsys.readouterr().out
+    assert "0 run(s) trained, 0 only re-evaluated, 2 skipped" in capsys.readouterr().out
     assert {p: p.stat().st_mtime_ns for p in out_dir.glob("*/checkpoint.pt")} == before
 
 
@@ -108,3 +109,25 @@ def test_bad_override_fails_with_one_line(override, message, tmp_path, capsys):
 def test_missing_sweep_file(capsys):
     assert sweep.main(["--config", "configs/nope.yaml"]) == 2
     assert "sweep file 'configs/nope.yaml' does not exist" in capsys.readouterr().err
+
+
+def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during the first run's training: it saves a checkpoint, the rest never start,
+    the command exits 130; the same command then finishes everything."""
+    import lab.trainer
+
+    real_batch = lab.trainer.training_batch
+
+    def interrupt_at_step_3(task, seed, step, *args):
+        if step == 3:
+            raise KeyboardInterrupt
+        return real_batch(task, seed, step, *args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lab.trainer, "training_batch", interrupt_at_step_3)
+        assert run_sweep(tmp_path, "position=none,rope", "seed=0") == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert torch.load(tmp_path / "none-copy-seed0" / "checkpoint.pt")["step"] == 3
+    assert not (tmp_path / "rope-copy-seed0").exists()
+    assert run_sweep(tmp_path, "position=none,rope", "seed=0") == 0
+    assert "2 run(s) trained" in capsys.readouterr().out
