@@ -44,12 +44,14 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="eval keys: " + ", ".join(k for k in flat_keys() if k.startswith("eval.")),
     )
-    parser.add_argument("path", help="a run folder, or a folder of run folders")
+    parser.add_argument("path", nargs="?", help="a run folder, or a folder of run folders")
     parser.add_argument("--out", help="folder for the cross-run reports (default: PATH)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE")
     args = parser.parse_intermixed_args(argv)
+    if args.path is None:  # checked here: argparse would also call the optional overrides required
+        parser.error("the following argument is required: path")
     try:
         apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
         device = resolve_device(args.device)

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="key=value",
         help="e.g. position=rope,alibi task=copy seed=0,1,2 train.steps=500 out_dir=runs/x",
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.config and args.quick:
         print("error: give --config or --quick, not both", file=sys.stderr)
         return 2

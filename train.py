@@ -7,6 +7,7 @@ With no arguments it trains the default configuration (a small RoPE model on ``s
 import argparse
 import sys
 
+from lab.checkpoint import clear_run
 from lab.config import ConfigError, flat_keys, load_config
 from lab.trainer import TrainingDiverged, train
 
@@ -20,9 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML config file (see configs/)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     parser.add_argument(
+        "--overwrite", action="store_true", help="replace a run already in run_dir (deletes it)"
+    )
+    parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="e.g. model.position=alibi"
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     config = None
     try:
         if args.resume:
@@ -33,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
             config = load_config(None, [f"run_dir={args.resume}"])
         else:
             config = load_config(args.config, args.overrides)
+            if args.overwrite:
+                clear_run(config.run_dir)
         result = train(config, resume=bool(args.resume))
-    except (ConfigError, FileNotFoundError, ValueError, TrainingDiverged) as error:
+    except (ConfigError, OSError, ValueError, TrainingDiverged) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """Checkpoint files: written atomically, read with one clear error when missing or broken."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,19 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def clear_run(run_dir: str | Path) -> None:
+    """Delete what a run writes into ``run_dir`` (checkpoint, config, evaluation, TensorBoard
+    events and reports), leaving any other file alone."""
+    run_dir = Path(run_dir)
+    patterns = [CHECKPOINT_NAME, "config.yaml", "eval.json", "events.out.tfevents.*"]
+    patterns += ["report.md", "results.csv", "results.json", "accuracy_vs_length.png"]
+    for pattern in patterns:
+        for path in run_dir.glob(pattern):
+            path.unlink()
+    for folder in ("hparams", "extrapolation"):
+        shutil.rmtree(run_dir / folder, ignore_errors=True)
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:

@@ -99,6 +99,8 @@ def train(
     and on Ctrl-C) and TensorBoard events into the run folder.
 
     Raises:
+        FileExistsError: not ``resume``, and ``run_dir`` already holds a checkpoint (one line
+            saying how to continue, or to use another folder).
         TrainingDiverged: a NaN or infinite loss (the last good checkpoint stays on disk).
         KeyboardInterrupt: after saving a checkpoint of the last completed step.
         FileNotFoundError: ``resume`` without a checkpoint in the run folder.
@@ -106,6 +108,12 @@ def train(
     run_dir = Path(config.run_dir)
     device = resolve_device(config.device)
     configure_threads(config.threads)
+    if not resume and checkpoint_path(run_dir).is_file():
+        raise FileExistsError(
+            f"run_dir={str(run_dir)!r} already holds a run; continue it with "
+            f"python train.py --resume {run_dir}, pick another run_dir=..., or replace it "
+            "with --overwrite"
+        )
     state = load_checkpoint(run_dir, device) if resume else None
     if state is not None:
         config = config_from_dict(state["config"])

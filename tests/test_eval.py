@@ -418,7 +418,7 @@ def test_reports_tables_and_plot(run_result, tmp_path):
     figure = plot_accuracy_vs_length(results, None)
     (ax,) = figure.axes
     assert len(ax.containers) == 2  # rope (mean of 2 seeds) and learned
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for t in figure.legends[0].get_texts()]  # one legend, below
     assert "rope (mean of 2)" in labels and "learned" in labels
     assert percent(0.973) == "97.3%" and percent(None) == "—"
 

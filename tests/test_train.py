@@ -331,3 +331,20 @@ def test_config_yaml_is_written_and_reloads(straight: tuple[Config, TrainResult]
     assert path.is_file()
     assert load_config(path) == config
     assert config_from_dict(load_checkpoint(config.run_dir)["config"]) == config
+
+
+def test_a_new_run_never_overwrites_an_existing_one(tmp_path: Path, capsys) -> None:
+    import train as train_cli
+
+    config = tiny_config(tmp_path / "run", "train.steps=6", "train.eval_every=6")
+    train(config)
+    saved = checkpoint_path(config.run_dir).read_bytes()
+    with pytest.raises(FileExistsError, match="already holds a run; continue it with"):
+        train(config)
+    argv = [*TINY_RUN, "train.steps=6", "train.eval_every=6", f"run_dir={config.run_dir}"]
+    assert train_cli.main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert checkpoint_path(config.run_dir).read_bytes() == saved
+    assert train_cli.main([*argv, "--overwrite", "seed=1"]) == 0
+    assert load_checkpoint(config.run_dir)["config"]["seed"] == 1
+    assert len(list(Path(config.run_dir).glob("events.out.tfevents.*"))) == 1  # old ones gone
