@@ -289,7 +289,10 @@ def _one_line(error: Exception) -> str:
             allowed = [k for k in flat_keys() if k.startswith(section)]
         else:
             allowed = [f.name for f in fields(Config)]
-        return f"unknown config key {full_key!r}; allowed keys: {', '.join(allowed)}"
+        leaf = full_key.rsplit(".", 1)[-1]
+        near = [k for k in flat_keys() if k.rsplit(".", 1)[-1] == leaf and k != full_key]
+        hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+        return f"unknown config key {full_key!r}{hint}; allowed keys: {', '.join(allowed)}"
     if full_key:
         return f"{full_key}: {message}"
     return message

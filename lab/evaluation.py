@@ -175,6 +175,10 @@ def extrapolation_ratio(
     return passed / train_max, None
 
 
+LEARNED = 0.95
+"""In-distribution exact-match below which a run is flagged as not having learned its task."""
+
+
 def summarize(
     results: list[LengthResult], grid: list[int], train_min: int, train_max: int, threshold: float
 ) -> dict[str, Any]:
@@ -202,6 +206,11 @@ def summarize(
         notes.append(f"in_dist: length {bad.length} is unsupported: {bad.reason}")
     else:
         in_dist = sum(r.exact_match for r in inside) / len(inside)
+        if in_dist < LEARNED:
+            notes.append(
+                f"in_dist: {in_dist:.1%} is below {LEARNED:.0%}: undertrained, or the task is "
+                "not learnable for this model; its extrapolation figures say little"
+            )
     at = {}
     for name, length in (("at_2x", 2 * train_max), ("at_4x", 4 * train_max)):
         result = by_length[length]

@@ -146,11 +146,17 @@ def write_eval_json(result: dict[str, Any], run_dir: str | Path) -> Path:
     return path
 
 
+EVAL_EVENTS = ".extrapolation"
+"""Suffix of the TensorBoard event file that ``eval.py`` writes into a run folder."""
+
+
 def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
     """Log the extrapolation curve as scalars whose step is the length (supported lengths)."""
     from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
 
-    writer = SummaryWriter(str(run_dir))
+    for old in Path(run_dir).glob(f"events.out.tfevents.*{EVAL_EVENTS}"):
+        old.unlink()  # the latest evaluation replaces earlier ones instead of merging with them
+    writer = SummaryWriter(str(run_dir), filename_suffix=EVAL_EVENTS)
     for row in result["lengths"]:
         if row["supported"]:
             writer.add_scalar("extrapolation/exact_match", row["exact_match"], row["length"])
@@ -216,7 +222,7 @@ def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = No
     rows = [
         [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"])]
         + _figures(r["summary"], r["order"])
-        for r in results
+        for r in ordered(results)
     ]
     return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS], rows)
 
@@ -259,7 +265,7 @@ def length_table(result: dict[str, Any]) -> str:
             [str(r["length"]), str(r["tokens"]), percent(r["exact_match"]), interval]
             + [percent(r["token_accuracy"]), note]
         )
-    headers = ["length", "tokens", "exact-match", "95% interval", "token accuracy", ""]
+    headers = ["length", "tokens", "exact-match", "95% interval", "token accuracy", "note"]
     return format_table(headers, rows)
 
 
@@ -350,6 +356,16 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     return figure
 
 
+def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results sorted by task, then scheme (in registration order: none, learned, sinusoidal,
+    rope, alibi), then seed, so every report lists runs the same way."""
+    order = {name: i for i, name in enumerate(available_schemes())}
+    return sorted(
+        results,
+        key=lambda r: (r["task"], order.get(r["position"], len(order)), r["position"], r["seed"]),
+    )
+
+
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
     """Write ``results.csv``, ``results.json``, ``report.md`` and ``accuracy_vs_length.png``.
 
@@ -362,6 +378,7 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    results = ordered(results)
     paths = {
         "csv": out / "results.csv",
         "json": out / "results.json",

@@ -84,10 +84,15 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value or key=v1,v2,...")
         key = ALIASES.get(key, key)
+        if key == "run_dir":
+            raise ConfigError("run_dir is set per run by the sweep; use out_dir=... instead")
         if key == "out_dir":
             sweep.out_dir = value
         elif "," in value:
-            sweep.grid[key] = [v for v in value.split(",") if v]
+            values = value.split(",")
+            if not all(values):
+                raise ConfigError(f"override {item!r} has an empty value in its list")
+            sweep.grid[key] = values
         elif key in sweep.grid:
             sweep.grid[key] = [value]
         else:

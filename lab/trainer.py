@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams as hparams_summary
 from tqdm import tqdm
 
 from data import Batch, Task, build_task
@@ -204,12 +205,7 @@ def train(
         result.seconds = time.perf_counter() - started
         checkpoint(result.finished, result.final_loss, result.eval)
         write_samples(model, task, config, writer, step)
-        writer.add_hparams(
-            hparams(config),
-            {f"hparam/exact_match_{k}": v for k, v in result.eval.items()},
-            run_name="hparams",
-            global_step=step,
-        )
+        write_hparams(writer, config, result.eval, step)
     except KeyboardInterrupt:
         checkpoint(False, result.final_loss, result.eval)
         raise
@@ -245,9 +241,9 @@ def train_step(
     loss_value = loss.item()
     if not math.isfinite(loss_value):
         raise TrainingDiverged(
-            f"loss is {loss_value} at step {step}; stopped, keeping the last good checkpoint "
-            f"(try a lower train.lr, now {optimizer.defaults['lr']}, or train.grad_clip, "
-            f"now {grad_clip})"
+            f"loss is {loss_value} at step {step}; stopped, keeping the last checkpoint on disk "
+            f"if any (try a lower train.lr, now {optimizer.defaults['lr']}, or a train.grad_clip "
+            f"above 0, now {grad_clip})"
         )
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -312,6 +308,21 @@ def write_samples(
         lines
     )
     writer.add_text("samples", table, step)
+
+
+def write_hparams(
+    writer: SummaryWriter, config: Config, evals: dict[str, float], step: int
+) -> None:
+    """Record the run's hyperparameters and final exact-match for TensorBoard's HParams tab.
+
+    Written into the run's own event file (``SummaryWriter.add_hparams`` would open a
+    subfolder that TensorBoard lists as a second run).
+    """
+    metrics = {f"hparam/exact_match_{name}": value for name, value in evals.items()}
+    for summary in hparams_summary(hparams(config), metrics):
+        writer.file_writer.add_summary(summary, step)
+    for name, value in metrics.items():
+        writer.add_scalar(name, value, step)
 
 
 def hparams(config: Config) -> dict[str, Any]:

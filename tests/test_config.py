@@ -303,3 +303,8 @@ def test_every_yaml_in_configs_loads() -> None:
                 assert isinstance(load_config(None, spec.overrides), Config)
         else:
             assert isinstance(load_config(path), Config), path
+
+
+def test_a_bare_leaf_key_suggests_its_section():
+    with pytest.raises(ConfigError, match=r"'position' \(did you mean model.position\?\)"):
+        load_config(None, ["position=alibi"])

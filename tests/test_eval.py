@@ -253,7 +253,13 @@ def test_summary_figures():
     assert summary["in_dist"] == pytest.approx((1.0 + 0.9 + 0.8) / 3)
     assert (summary["at_2x"], summary["at_4x"]) == (0.25, 0.0)
     assert summary["extrapolation_ratio"] == 3 / 4  # 4 fails: 0.8 < 0.9
-    assert summary["threshold"] == 0.9 and summary["notes"] == []
+    assert summary["threshold"] == 0.9
+    assert summary["notes"] == [
+        "in_dist: 90.0% is below 95%: undertrained, or the task is not learnable for this "
+        "model; its extrapolation figures say little"
+    ]
+    learned = summarize(curve({2: 1.0, 4: 0.96, 8: 0.0, 16: 0.0}), [2, 4, 16], 2, 4, 0.9)
+    assert learned["notes"] == []
     no_inside = summarize(curve({6: 1.0, 8: 1.0, 16: 1.0}), [6, 16], 2, 4, 0.9)
     assert no_inside["in_dist"] is None and "no grid length" in no_inside["notes"][0]
 

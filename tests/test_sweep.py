@@ -131,3 +131,12 @@ def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "rope-copy-seed0").exists()
     assert run_sweep(tmp_path, "position=none,rope", "seed=0") == 0
     assert "2 run(s) trained" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [("run_dir=x", "use out_dir=... instead"), ("position=rope,,alibi", "empty value")],
+)
+def test_sweep_only_overrides_are_checked(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_sweep(CONFIG, [override])

@@ -320,9 +320,13 @@ def test_tensorboard_events_hold_the_documented_tags(
     samples_tag = "samples/text_summary" if "samples/text_summary" in tags["tensors"] else "samples"
     text = events.Tensors(samples_tag)[-1].tensor_proto.string_val[0].decode()
     assert "| in_dist |" in text and "| 2x |" in text and "<sep>" in text
-    hparams_dir = run_dir / "hparams"
-    assert hparams_dir.is_dir()
-    assert list(hparams_dir.glob("events.out.tfevents.*"))
+    # HParams tab: the run's own event file holds the hparams plugin data and final metrics
+    hparams = events.PluginTagToContent("hparams")
+    assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= set(hparams)
+    assert events.Scalars("hparam/exact_match_in_dist")[-1].value == pytest.approx(
+        full.eval["in_dist"]
+    )
+    assert not (run_dir / "hparams").exists()  # no second TensorBoard run per run
 
 
 def test_config_yaml_is_written_and_reloads(straight: tuple[Config, TrainResult]) -> None:
