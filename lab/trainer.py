@@ -117,7 +117,7 @@ def train(
         )
     state = load_checkpoint(run_dir, device) if resume else None
     if state is not None:
-        config = config_from_dict(state["config"])
+        config = config_from_dict({**state["config"], "run_dir": str(run_dir)})  # may have moved
     task = build_task(config.data.task, config.data.n_symbols, config.data.svo_facts)
     model = build_model(config, device)
     optimizer = build_optimizer(model, config, device)

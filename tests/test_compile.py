@@ -7,24 +7,12 @@ import pytest
 import torch
 import torch._dynamo
 
-from model import ModelConfig, Transformer
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["none", "learned", "sinusoidal", "rope", "alibi"])
-def test_new_lengths_do_not_recompile(scheme):
-    torch.manual_seed(0)
+def test_new_lengths_do_not_recompile(scheme, make_model):
     torch._dynamo.reset()
-    config = ModelConfig(
-        vocab_size=16,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        d_ff=64,
-        max_positions=64,
-        position=scheme,
-    )
-    model = Transformer(config).eval()
+    model = make_model(scheme)
     compiled = torch.compile(model, dynamic=True, backend="eager")
     with torch.no_grad():
         # warm-up: the caches grow from empty (one recompile), and a first length equal to the

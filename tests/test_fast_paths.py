@@ -33,23 +33,9 @@ def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_fast_path_equals_plain_path(scheme, causal, monkeypatch):
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=16,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-        d_ff=64,
-        max_positions=160,
-        position=scheme,
-        causal=causal,
-    )
-    model = Transformer(config).eval()
-    with torch.no_grad():  # unit-scale weights, so attention is far from uniform
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, p.shape[-1] ** -0.5)
+def test_fast_path_equals_plain_path(scheme, causal, monkeypatch, make_model):
+    # unit-scale weights (strong=True), so attention is far from uniform
+    model = make_model(scheme, causal=causal, strong=True, max_positions=160)
     for length in (1, 7, 33, 150):
         idx = torch.randint(0, 16, (2, length))
         fast = model(idx)

@@ -352,3 +352,23 @@ def test_a_new_run_never_overwrites_an_existing_one(tmp_path: Path, capsys) -> N
     assert train_cli.main([*argv, "--overwrite", "seed=1"]) == 0
     assert load_checkpoint(config.run_dir)["config"]["seed"] == 1
     assert len(list(Path(config.run_dir).glob("events.out.tfevents.*"))) == 1  # old ones gone
+
+
+def test_resume_follows_a_moved_run_folder(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path / "before", "train.steps=8", "train.eval_every=8")
+    with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
+        real = lab.trainer.training_batch
+
+        def stop_at_4(task, seed, step, *args):
+            if step == 4:
+                raise KeyboardInterrupt
+            return real(task, seed, step, *args)
+
+        patch.setattr(lab.trainer, "training_batch", stop_at_4)
+        train(config)
+    moved = tmp_path / "after"
+    Path(config.run_dir).rename(moved)
+    result = train(load_config(None, [f"run_dir={moved}"]), resume=True)
+    assert result.finished and result.run_dir == moved
+    assert load_checkpoint(moved)["step"] == 8
+    assert not (tmp_path / "before").exists()
