@@ -46,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         device = resolve_device(args.device)
         configure_threads(args.threads)
-        lengths = [int(n) for n in args.lengths.split(",")]
+        try:
+            lengths = [int(n) for n in args.lengths.split(",")]
+        except ValueError:
+            raise ValueError(
+                f"--lengths={args.lengths!r} is not a comma-separated list of integers"
+            ) from None
         if args.repeats < 1 or min(lengths) < 1:
             raise ValueError(f"--repeats={args.repeats} and --lengths={args.lengths} must be >= 1")
         baselines = hf_baselines(STANDARD, STANDARD.max_positions) if args.baselines else None
