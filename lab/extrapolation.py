@@ -44,6 +44,16 @@ class LengthResult:
         return asdict(self)
 
 
+def unsupported_reason(model: torch.nn.Module, tokens: int) -> str | None:
+    """Why ``model``'s position scheme cannot encode ``tokens`` input positions, or None."""
+    limit = model.position.max_length()
+    if limit is not None and tokens > limit:
+        return (
+            f"needs {tokens} positions; the {model.config.position} table has max_positions={limit}"
+        )
+    return None
+
+
 @torch.inference_mode()
 def evaluate_length(
     model: Transformer, task: Task, length: int, samples: int, seed: int, batch_tokens: int = 32768
@@ -58,11 +68,8 @@ def evaluate_length(
     rng = data_rng(seed, EVAL_STREAM, length)
     probe = task.sample(rng, length, 1)
     tokens = probe.inputs.shape[1]
-    limit = model.position.max_length()
-    if limit is not None and tokens > limit:
-        reason = (
-            f"needs {tokens} positions; the {model.config.position} table has max_positions={limit}"
-        )
+    reason = unsupported_reason(model, tokens)
+    if reason is not None:
         return LengthResult(length, tokens, 0, None, None, None, None, False, reason)
     rows = max(1, batch_tokens // tokens)
     was_training = model.training

@@ -15,8 +15,9 @@ output sees different hidden states after a shuffle. Every positional scheme mov
 
 Minimal pairs (``svo``). Each pair swaps the subject and object of the asked fact: the bag of
 tokens is unchanged and the answer flips, so a model blind to order answers at most one member
-of every pair (member accuracy <= 50%, pair accuracy 0%). Answers are decoded greedily from the
-prompt, so a bidirectional model cannot read them from its input.
+of every pair (member accuracy <= 50%, pair accuracy 0%). Answers are scored teacher-forced
+(equal to greedy decoding); a bidirectional model reads them as a prefix LM, so it cannot see
+them in its input.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from data import Batch, Task
+from data import BOS, Batch, Task
 from lab.batches import PROBE_STREAM, data_rng
+from lab.extrapolation import unsupported_reason
 from lab.metrics import score_answers
 
 ORDER_BLIND_TVD = 1e-5
 """Mean total variation distance below which a model counts as blind to prompt order."""
-
-BOS_TOKEN = "<bos>"
 
 
 @dataclass
@@ -82,8 +82,8 @@ class MinimalPairs:
 def content_slice(task: Task, batch: Batch) -> slice:
     """Columns of ``batch.tokens`` holding prompt content: before ``<sep>``, after any ``<bos>``."""
     first = 0
-    if BOS_TOKEN in task.vocab:
-        bos = task.token_id(BOS_TOKEN)
+    if BOS in task.vocab:
+        bos = task.token_id(BOS)
         first = int(bool((batch.tokens[:, 0] == bos).all()))
     return slice(first, batch.answer_start - 1)
 
@@ -112,16 +112,6 @@ def permute_content(batch: Batch, columns: slice, perms: np.ndarray) -> Batch:
     index = torch.from_numpy(perms).to(tokens.device)  # (B, C)
     tokens[:, columns] = torch.gather(batch.tokens[:, columns], 1, index)
     return Batch(tokens, batch.answer_start, batch.length)
-
-
-def unsupported_reason(model: torch.nn.Module, tokens: int) -> str | None:
-    """Why ``model``'s position scheme cannot encode ``tokens`` input positions, or None."""
-    limit = model.position.max_length()
-    if limit is not None and tokens > limit:
-        return (
-            f"needs {tokens} positions; the {model.config.position} table has max_positions={limit}"
-        )
-    return None
 
 
 @torch.inference_mode()

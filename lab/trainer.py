@@ -20,7 +20,7 @@ from data import Batch, Task, build_task
 from lab.batches import SAMPLE_STREAM, data_rng, training_batch
 from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from lab.config import Config, config_from_dict, config_to_dict, save_config
-from lab.extrapolation import evaluate_length
+from lab.extrapolation import evaluate_length, unsupported_reason
 from lab.metrics import score_answers
 from lab.runtime import (
     autocast,
@@ -289,10 +289,7 @@ def write_samples(
         if name == "4x":
             continue
         batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
-        if (
-            model.position.max_length() is not None
-            and batch.inputs.shape[1] > model.position.max_length()
-        ):
+        if unsupported_reason(model, batch.inputs.shape[1]) is not None:
             continue
         predictions = score_answers(
             model(batch.inputs, prefix_len=batch.answer_start), batch
