@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from data import build_task
 from lab.config import ConfigError, EvalConfig, flat_keys
 from lab.evaluation import (
     apply_eval_overrides,
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
             eval_config = apply_eval_overrides(config.eval, args.overrides)
-            task = build_task(config.data.task, config.data.n_symbols, config.data.svo_facts)
+            task = config.data.build_task()
             steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
         except ERRORS as error:
             status = fail(error, run)

@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from data import available_tasks, build_task
+from data import Task, available_tasks, build_task
 from model import ModelConfig
 
 
@@ -41,13 +41,17 @@ class DataConfig:
     n_symbols: int = 16
     svo_facts: int = 1
 
+    def build_task(self) -> Task:
+        """The task these settings describe (see :func:`data.build_task`)."""
+        return build_task(self.task, self.n_symbols, self.svo_facts)
+
     def __post_init__(self) -> None:
         if self.task not in available_tasks():
             raise ConfigError(
                 f"data.task={self.task!r} is not a known task; "
                 f"choose one of {', '.join(available_tasks())}"
             )
-        task = build_task(self.task, self.n_symbols, self.svo_facts)
+        task = self.build_task()
         if not task.min_length <= self.train_min_length <= self.train_max_length:
             raise ConfigError(
                 f"data.train_min_length={self.train_min_length} and "
@@ -202,9 +206,7 @@ def load_config(
     except ValueError as error:
         raise ConfigError(str(error)) from None
     assert isinstance(config, Config)
-    vocab_size = build_task(
-        config.data.task, config.data.n_symbols, config.data.svo_facts
-    ).vocab_size
+    vocab_size = config.data.build_task().vocab_size
     given = [OmegaConf.select(s, "model.vocab_size") for s in sources]
     if any(v is not None and v != vocab_size for v in given):
         raise ConfigError(

@@ -17,7 +17,7 @@ import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from data import Task, build_task
+from data import Task
 from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint
 from lab.config import (
     Config,
@@ -251,7 +251,7 @@ def evaluate_model(
     started = time.perf_counter()
     e = eval_config or config.eval
     d = config.data
-    task = build_task(d.task, d.n_symbols, d.svo_facts)
+    task = d.build_task()
     grid, lengths = evaluation_lengths(config, e, task)
     results = []
     for length in lengths:

@@ -16,7 +16,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summary
 from tqdm import tqdm
 
-from data import Batch, Task, build_task
+from data import Batch, Task
 from lab.batches import SAMPLE_STREAM, data_rng, training_batch
 from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from lab.config import Config, config_from_dict, config_to_dict, save_config
@@ -118,7 +118,7 @@ def train(
     state = load_checkpoint(run_dir, device) if resume else None
     if state is not None:
         config = config_from_dict({**state["config"], "run_dir": str(run_dir)})  # may have moved
-    task = build_task(config.data.task, config.data.n_symbols, config.data.svo_facts)
+    task = config.data.build_task()
     model = build_model(config, device)
     optimizer = build_optimizer(model, config, device)
     t = config.train
