@@ -1,12 +1,12 @@
 """Checkpoint files: written atomically, read with one clear error when missing or broken."""
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from lab.files import atomic_writer
 
 CHECKPOINT_NAME = "checkpoint.pt"
 
@@ -17,23 +17,10 @@ def checkpoint_path(run_dir: str | Path) -> Path:
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """Write ``state`` with ``torch.save`` to a temporary file, then rename it over ``path``.
-
-    The rename is atomic on POSIX and Windows, so an interrupted save leaves the previous
-    checkpoint intact.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(state, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``state`` with ``torch.save`` atomically (:func:`lab.files.atomic_writer`), so an
+    interrupted save leaves the previous checkpoint intact."""
+    with atomic_writer(path) as file:
+        torch.save(state, file)
 
 
 def clear_run(run_dir: str | Path) -> None:

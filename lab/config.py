@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task
+from lab.files import atomic_write
 from model import ModelConfig
 
 
@@ -240,8 +241,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
 
 
 def save_config(config: Config, path: str | Path) -> None:
-    """Write ``config`` as YAML to ``path``."""
-    Path(path).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+    """Write ``config`` as YAML to ``path`` (atomically; a symlink there is replaced)."""
+    atomic_write(path, OmegaConf.to_yaml(OmegaConf.structured(config)))
 
 
 def flat_keys(cls: type = Config, prefix: str = "") -> list[str]:

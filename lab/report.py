@@ -18,6 +18,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from lab.files import atomic_write, atomic_writer
 from model.position import available_schemes
 
 SCHEMA_VERSION = 1
@@ -141,9 +142,9 @@ CSV_COLUMNS = (
 
 def write_eval_json(result: dict[str, Any], run_dir: str | Path) -> Path:
     """Write ``result`` to ``RUN_DIR/eval.json`` (strict JSON: no NaN); returns the path."""
-    path = Path(run_dir) / EVAL_NAME
-    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-    return path
+    return atomic_write(
+        Path(run_dir) / EVAL_NAME, json.dumps(result, indent=2, allow_nan=False) + "\n"
+    )
 
 
 EVAL_EVENTS = ".extrapolation"
@@ -352,7 +353,8 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         title_fontsize="small",
     )
     if path is not None:
-        figure.savefig(path, dpi=120)
+        with atomic_writer(path) as file:
+            figure.savefig(file, format="png", dpi=120)
     return figure
 
 
@@ -385,11 +387,11 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         "markdown": out / "report.md",
         "plot": out / "accuracy_vs_length.png",
     }
-    with paths["csv"].open("w", newline="") as file:
+    with atomic_writer(paths["csv"], "w") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(csv_rows(results, out))
-    paths["json"].write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    atomic_write(paths["json"], json.dumps(results, indent=2, allow_nan=False) + "\n")
     plot_accuracy_vs_length(results, paths["plot"])
     lines = ["# Evaluation report", "", summary_table(results, out), ""]
     means = means_table(results)
@@ -409,5 +411,5 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         "![exact-match against length](accuracy_vs_length.png)",
         "",
     ]
-    paths["markdown"].write_text("\n".join(lines))
+    atomic_write(paths["markdown"], "\n".join(lines))
     return paths

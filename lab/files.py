@@ -1,0 +1,61 @@
+"""Atomic file writes: every file the project writes goes through :func:`atomic_write`.
+
+A write goes to a temporary file in the destination's folder, is flushed to disk, then renamed
+over the destination. The rename is atomic on POSIX and Windows, so a reader (or a run killed
+mid-write) sees the old file or the new one, never a mix; and a destination that is a symbolic
+link is replaced by the new file instead of being written through (a link in a run folder can
+never make the project overwrite a file elsewhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+TMP_SUFFIX = ".tmp"
+"""Suffix of the temporary files; ``.NAME.*.tmp`` in a folder is an interrupted write."""
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO]:
+    """Open a temporary file next to ``path``; on a clean exit, fsync it and rename it over
+    ``path``; on any exception (Ctrl-C included) delete it and leave ``path`` as it was.
+
+    Args:
+        path: the destination; its folder is created if needed.
+        mode: ``"wb"`` (bytes) or ``"w"`` (text, UTF-8, ``\\n`` line ends).
+
+    Raises:
+        OSError: the folder cannot be created or written (e.g. read-only, disk full).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    try:
+        text = {"encoding": "utf-8", "newline": ""} if "b" not in mode else {}
+        with os.fdopen(handle, mode, **text) as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)  # replaces a symlink at ``path``; never follows it
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_writer`).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OSError: the folder cannot be created or written.
+    """
+    with atomic_writer(path, "w" if isinstance(data, str) else "wb") as file:
+        file.write(data)
+    return Path(path)
