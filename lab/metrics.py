@@ -60,7 +60,9 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     """Wilson score interval for a binomial proportion (Wilson 1927); 95% for ``z = 1.96``.
 
     Returns:
-        ``(low, high)`` in [0, 1]; ``(0.0, 1.0)`` when ``trials`` is 0.
+        ``(low, high)`` with ``0 <= low <= successes / trials <= high <= 1``; ``(0.0, 1.0)``
+        when ``trials`` is 0. The bound at an extreme estimate is exact (0 successes: low 0.0;
+        all successes: high 1.0), where rounding would otherwise land just inside it.
     """
     if trials == 0:
         return 0.0, 1.0
@@ -68,4 +70,6 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     denominator = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if successes == 0 else min(p, max(0.0, centre - half))
+    high = 1.0 if successes == trials else max(p, min(1.0, centre + half))
+    return low, high
