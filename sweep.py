@@ -7,18 +7,19 @@ schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparis
 
 import argparse
 import os
-import signal
+import shlex
 import sys
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from lab.checkpoint import checkpoint_path, clear_run
 from lab.config import ConfigError
-from lab.sweep import RunSpec, expand, init_worker, load_sweep, run_one
+from lab.sweep import RunSpec, changed_settings, expand, load_sweep, run_one
+from lab.workers import run_in_processes, stop_on_signals
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -34,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         help="parallel runs (default: one per GPU, else one per CPU core)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete and retrain every run of the grid already in out_dir",
     )
     parser.add_argument(
         "overrides",
@@ -58,6 +64,25 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     specs = expand(sweep)
+    try:
+        changed = {spec.name: changed_settings(spec) for spec in specs}
+    except (ConfigError, OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    stale = [name for name, keys in changed.items() if keys]
+    if stale and not args.overwrite:
+        first = stale[0]
+        print(
+            f"error: {len(stale)} of {len(specs)} runs in {sweep.out_dir}/ were trained with "
+            f"other settings ({first}: {'; '.join(changed[first])}); use another out_dir=..., "
+            "or --overwrite to retrain every run of this grid",
+            file=sys.stderr,
+        )
+        return 2
+    if args.overwrite:
+        for spec in specs:
+            if checkpoint_path(Path(sweep.out_dir) / spec.name).is_file():
+                clear_run(Path(sweep.out_dir) / spec.name)
     gpus = torch.cuda.device_count()
     workers = args.workers or min(len(specs), gpus or os.cpu_count() or 1)
     started = time.perf_counter()
@@ -66,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(r["status"] in ("interrupted", "cancelled") for r in records):
         print(
             "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
-            f"run the same command again to resume ({sweep.out_dir}/)",
+            f"run the same command again to resume: {shlex.join(['python', *sys.argv])}",
             file=sys.stderr,
         )
         return 130
@@ -75,37 +100,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
-    """Run every spec, in order with one worker, else in a process pool (spawned workers).
+    """Run every spec: in this process, in order, with one worker; else one spawned process per
+    run, ``workers`` at a time (see :mod:`lab.workers`).
 
-    On Ctrl-C every running training saves a checkpoint and stops, runs not yet started are
-    cancelled, and the records say which (statuses ``interrupted`` and ``cancelled``).
+    SIGINT, SIGTERM and SIGHUP stop the sweep: running trainings save a checkpoint (status
+    ``interrupted``) and runs not yet started are ``cancelled``.
+
+    Returns:
+        One record per spec, in spec order.
     """
-    if workers == 1:
-        records = []
-        for spec in tqdm(specs, desc="sweep", unit="run"):
-            records.append(run_one(spec))
-            if records[-1]["status"] == "interrupted":
-                break
+    bar = tqdm(total=len(specs), desc="sweep", unit="run")
+    if workers > 1:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        devices = [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
+        records = run_in_processes(run_one, specs, devices, threads, lambda _: bar.update(1))
+        bar.close()
         return records
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    context = get_context("spawn")
-    stop = context.Event()
+    stop = threading.Event()
     records = []
-    with ProcessPoolExecutor(workers, context, init_worker, (stop,)) as pool:
-        futures = [
-            pool.submit(run_one, spec, f"cuda:{i % gpus}" if gpus else "cpu", threads)
-            for i, spec in enumerate(specs)
-        ]
-        try:
-            for future in tqdm(as_completed(futures), total=len(specs), desc="sweep", unit="run"):
-                records.append(future.result())
-        except KeyboardInterrupt:
-            stop.set()  # running trainings checkpoint and stop; queued runs return at once
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the wait below is seconds long
-            print("\nstopping: running trainings save a checkpoint first", file=sys.stderr)
-            records = [future.result() for future in futures]
-    order = {spec.name: i for i, spec in enumerate(specs)}
-    return sorted(records, key=lambda record: order[record["name"]])
+    with stop_on_signals(stop):
+        for spec in specs:
+            if stop.is_set():
+                records.append({"name": spec.name, "status": "cancelled", "error": None})
+                continue
+            records.append(run_one(spec, should_stop=stop.is_set))
+            bar.update(1)
+            if records[-1]["status"] == "interrupted":  # Ctrl-C caught inside the training loop
+                stop.set()
+    bar.close()
+    return records
 
 
 def report(records: list[dict], out_dir: Path, seconds: float) -> int:
@@ -128,7 +151,7 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
         print(f"FAILED {record['name']}: {record['error']}", file=sys.stderr)
     for name, path in paths.items():
         print(f"{name}: {path}")
-    print(f"TensorBoard: tensorboard --logdir {out_dir}")
+    print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
     return 1 if failed else 0
 
 

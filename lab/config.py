@@ -197,7 +197,7 @@ def load_config(
     Raises:
         ConfigError: missing file, unknown key, bad value or bad override syntax (one line).
     """
-    sources = [_load_file(path)] if path is not None else []
+    sources = [load_yaml(path)] if path is not None else []
     sources.append(_parse_overrides(overrides))
     try:
         merged = OmegaConf.merge(OmegaConf.structured(Config), *sources)
@@ -257,7 +257,13 @@ def flat_keys(cls: type = Config, prefix: str = "") -> list[str]:
     return keys
 
 
-def _load_file(path: str | Path) -> DictConfig:
+def load_yaml(path: str | Path) -> DictConfig:
+    """Read a YAML file holding a mapping (a run config or a sweep file).
+
+    Raises:
+        ConfigError: a missing file, a YAML syntax error or a top level that is not a mapping
+            (one line naming the file).
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist; see the files in configs/")

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from lab.config import ConfigError, load_config
+from lab.config import ConfigError, config_to_dict, load_config, load_yaml
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -69,9 +69,10 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"sweep file {str(path)!r} does not exist; see configs/")
-    raw = OmegaConf.to_container(OmegaConf.load(path))
-    if not isinstance(raw, dict) or set(raw) - set(SWEEP_KEYS):
-        unknown = sorted(set(raw) - set(SWEEP_KEYS)) if isinstance(raw, dict) else raw
+    raw = OmegaConf.to_container(load_yaml(path))
+    assert isinstance(raw, dict)
+    if set(raw) - set(SWEEP_KEYS):
+        unknown = sorted(set(raw) - set(SWEEP_KEYS))
         raise ConfigError(
             f"sweep file {str(path)!r} has unknown sections {unknown}; "
             f"allowed: {', '.join(SWEEP_KEYS)}"
@@ -97,6 +98,13 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             sweep.grid[key] = [value]
         else:
             sweep.base.append(f"{key}={value}")
+    if not sweep.out_dir.strip():
+        raise ConfigError(
+            f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
+        )
+    if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
+        raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
+    sweep.grid = {key: list(dict.fromkeys(values)) for key, values in sweep.grid.items()}
     for spec in expand(sweep):
         load_config(None, spec.overrides)  # validate every run before any training starts
     return sweep
@@ -117,26 +125,57 @@ def expand(sweep: Sweep) -> list[RunSpec]:
         name = "-".join(_short(k, v) for k, v in chosen.items()) or "run"
         run_dir = os.path.join(sweep.out_dir, name)
         grid_overrides = [f"{k}={v}" for k, v in chosen.items()]
+        if any(spec.name == name for spec in specs):
+            raise ConfigError(
+                f"two runs of the grid would share the folder {run_dir!r} ({chosen}); "
+                "give each grid value once"
+            )
         specs.append(RunSpec(name, [*sweep.base, *extra, *grid_overrides, f"run_dir={run_dir}"]))
     return specs
 
 
-def init_worker(stop: Any) -> None:
-    """Process-pool initializer: keep the sweep's stop event; leave the terminal's process
-    group (POSIX), so Ctrl-C reaches only the parent, which then sets ``stop``."""
-    global _STOP
-    _STOP = stop
-    if hasattr(os, "setpgid"):
-        os.setpgid(0, 0)
-    else:  # Windows: Ctrl-C reaches every process of the console
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
+"""Keys that say how a run executes, not what it computes: a sweep may change them freely."""
 
 
-_STOP: Any = None  # a multiprocessing.Event in pool workers, set when the sweep is interrupted
+def changed_settings(spec: RunSpec) -> list[str]:
+    """What differs between the run saved in ``spec``'s folder and what ``spec`` asks for.
+
+    ``eval.*`` and :data:`RUNTIME_KEYS` are ignored: a changed evaluation re-evaluates the run,
+    and where it runs changes no result.
+
+    Returns:
+        ``["key: saved -> asked", ...]`` in key order; empty when the folder holds no
+        checkpoint or the same settings.
+
+    Raises:
+        ConfigError, FileNotFoundError, ValueError: the spec or the saved checkpoint is invalid.
+    """
+    from lab.checkpoint import checkpoint_path, load_checkpoint
+
+    config = load_config(None, spec.overrides)
+    if not checkpoint_path(config.run_dir).is_file():
+        return []
+    saved = _flatten(load_checkpoint(config.run_dir)["config"])
+    asked = _flatten(config_to_dict(config))
+    keys = [k for k in sorted(set(saved) | set(asked)) if not k.startswith("eval.")]
+    return [
+        f"{key}: {saved.get(key)} -> {asked.get(key)}"
+        for key in keys
+        if key not in RUNTIME_KEYS and saved.get(key) != asked.get(key)
+    ]
 
 
-def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None) -> dict[str, Any]:
+def run_one(
+    spec: RunSpec,
+    device: str | None = None,
+    threads: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Train (or resume, or skip) and evaluate one run; never raises.
+
+    ``should_stop`` is polled between training steps (a worker's stop event); when it turns
+    true the training saves a checkpoint and the run is ``interrupted``.
 
     Returns:
         ``{"name", "run_dir", "status", "error", "result"}``: status ``trained``, ``evaluated``
@@ -155,7 +194,6 @@ def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None
     if threads is not None:
         overrides += [f"threads={threads}", "train.progress=false"]
     record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
-    should_stop = _STOP.is_set if _STOP is not None else None
     if should_stop is not None and should_stop():
         record["status"] = "cancelled"
         return record
@@ -181,6 +219,17 @@ def run_one(spec: RunSpec, device: str | None = None, threads: int | None = None
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()
     return record
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> ``{"a.b": value}``."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _as_list(value: Any) -> list[Any]:

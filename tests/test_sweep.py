@@ -1,6 +1,11 @@
 """The sweep: one command trains and evaluates a grid, reports it, resumes, survives failures."""
 
 import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +145,92 @@ def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys
 def test_sweep_only_overrides_are_checked(override, message):
     with pytest.raises(ConfigError, match=message):
         load_sweep(CONFIG, [override])
+
+
+def test_rerun_with_other_settings_is_refused_naming_the_keys(finished, tmp_path, capsys):
+    """Re-running a finished sweep with model.d_model=16 once reported the old d_model-32
+    results as "skipped (already finished)" with exit 0."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = (copy / "results.json").read_bytes()
+    assert run_sweep(copy, "position=none,rope", "seed=0", "model.d_model=16") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: 2 of 2 runs in") and "\n" not in err
+    assert "none-copy-seed0: model.d_model: 32 -> 16" in err and "--overwrite" in err
+    assert (copy / "results.json").read_bytes() == before  # nothing trained or rewritten
+    assert run_sweep(copy, "position=none,rope", "seed=0", "model.d_model=16", "--overwrite") == 0
+    assert "2 run(s) trained" in capsys.readouterr().out
+    saved = torch.load(copy / "none-copy-seed0" / "checkpoint.pt", weights_only=True)
+    assert saved["config"]["model"]["d_model"] == 16
+
+
+def test_changed_evaluation_or_runtime_settings_only_reevaluate(finished, tmp_path, capsys):
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    assert run_sweep(copy, "position=none,rope", "seed=0", "eval.samples=4", "threads=2") == 0
+    assert "0 run(s) trained, 2 only re-evaluated" in capsys.readouterr().out
+    assert (
+        json.loads((copy / "none-copy-seed0" / "eval.json").read_text())["lengths"][0]["samples"]
+        == 4
+    )
+
+
+def test_repeated_grid_values_are_one_run():
+    runs = expand(load_sweep(CONFIG, ["position=rope,rope,alibi", "task=svo", "seed=0,0"]))
+    assert [r.name for r in runs] == ["rope-svo-seed0", "alibi-svo-seed0"]
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("out_dir=", "out_dir='' is invalid"),
+        ("out_dir= ", "out_dir=' ' is invalid"),
+        ("out_dir=configs/quick.yaml", "is a file, not a folder"),
+    ],
+)
+def test_bad_out_dir_is_one_line(override, message, capsys):
+    assert sweep.main(["--config", CONFIG, override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def test_sweep_file_with_a_yaml_syntax_error_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid:\n  seed: [0, 1\n")
+    assert sweep.main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: config file {str(bad)!r} is not valid YAML") and "\n" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_stops_the_sweep_like_ctrl_c(tmp_path, workers):
+    """SIGTERM (what `timeout` and schedulers send) once killed the parent and left workers
+    training, starting queued runs, then hanging. Now: every running training saves a
+    checkpoint, queued runs never start, the command exits 130 and no worker outlives it."""
+    root = Path(__file__).parents[1]
+    argv = [sys.executable, str(root / "sweep.py"), "--config", CONFIG]
+    argv += ["--workers", str(workers), f"out_dir={tmp_path}", *TINY]
+    argv += ["position=none,rope,alibi", "train.steps=100000", "train.checkpoint_every=5"]
+    sweep_process = subprocess.Popen(argv, cwd=root, stderr=subprocess.PIPE, text=True)
+    first = tmp_path / "none-copy-seed0" / "checkpoint.pt"
+    deadline = time.monotonic() + 120
+    while not first.exists() or (workers == 2 and not (tmp_path / "rope-copy-seed0").exists()):
+        assert time.monotonic() < deadline and sweep_process.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)  # a few more steps
+    sweep_process.send_signal(signal.SIGTERM)
+    _, err = sweep_process.communicate(timeout=120)
+    assert sweep_process.returncode == 130, err
+    assert "run the same command again to resume" in err
+    started = sorted(p.parent.name for p in tmp_path.glob("*/checkpoint.pt"))
+    assert started == ["none-copy-seed0", "rope-copy-seed0"][:workers]
+    assert not (tmp_path / "alibi-copy-seed0").exists()  # queued, never started
+    for name in started:
+        state = torch.load(tmp_path / name / "checkpoint.pt", weights_only=False)
+        assert 0 < state["step"] < 100000 and not state["finished"]
+        assert not (tmp_path / name / "eval.json").exists()
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
