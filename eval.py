@@ -3,9 +3,11 @@
 For every run (a folder holding ``checkpoint.pt``; a parent folder is searched recursively):
 exact-match and per-token accuracy over a length grid up to ``eval.max_length_factor`` times the
 longest training length, and order sensitivity (a permutation probe; minimal pairs on ``svo``).
-Each run gets ``RUN_DIR/eval.json`` and TensorBoard scalars ``extrapolation/*``; the cross-run
-reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``) go to
-``--out`` (default: the given folder).
+Each run gets ``RUN_DIR/eval.json`` and TensorBoard scalars ``extrapolation/*``, and the
+cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
+go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
+to ``DIR/<its path below the given folder>/``) and the run folders are left untouched. Every
+folder to write is checked before any evaluation starts.
 
 Examples::
 
@@ -30,10 +32,11 @@ from lab.evaluation import (
     find_runs,
     load_run,
 )
+from lab.files import writable_folder
 from lab.report import length_table, summary_table, write_reports
 from lab.runtime import resolve_device
 
-ERRORS = (ConfigError, FileNotFoundError, ValueError)
+ERRORS = (ConfigError, OSError, ValueError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,26 +61,33 @@ def main(argv: list[str] | None = None) -> int:
     except ERRORS as error:
         return fail(error)
 
+    out = Path(args.out) if args.out else Path(args.path)
+    try:
+        writable_folder(out)
+    except OSError as error:
+        return fail(error)
     status = 0
-    plans = []  # (run, eval config, number of progress steps)
+    plans = []  # (run, eval config, folder for its eval.json, number of progress steps)
     for run in runs:
         try:
             config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
             eval_config = apply_eval_overrides(config.eval, args.overrides)
             task = config.data.build_task()
             steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
+            # With --out, nothing is written into the run folders (their eval.json stays).
+            write_to = writable_folder(out / run.relative_to(args.path) if args.out else run)
         except ERRORS as error:
             status = fail(error, run)
             continue
-        plans.append((run, eval_config, steps))
+        plans.append((run, eval_config, write_to, steps))
     if not plans:
         return status
     results = []
-    bar = tqdm(total=sum(p[2] for p in plans), unit="length", disable=args.no_progress)
-    for run, eval_config, _ in plans:
+    bar = tqdm(total=sum(p[3] for p in plans), unit="length", disable=args.no_progress)
+    for run, eval_config, write_to, _ in plans:
         bar.set_description(run.name)
         try:
-            results.append(evaluate_run(run, eval_config, device, progress=bar))
+            results.append(evaluate_run(run, eval_config, device, bar, write_to))
         except ERRORS as error:
             status = fail(error, run)
     bar.close()
@@ -85,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         return status or 2
 
     single = len(runs) == 1
-    out = Path(args.out) if args.out else Path(args.path)
-    paths = write_reports(results, out)
+    try:
+        paths = write_reports(results, out)
+    except ERRORS as error:
+        return fail(error)
     if single:
         print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {results[0]['position']}\n")
         print(length_table(results[0]))
@@ -95,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         for note in result["summary"]["notes"]:
             print(f"note: {Path(result['run_dir']).name}: {note}")
-    print(f"\neval.json in each run; reports: {', '.join(str(p) for p in paths.values())}")
+    placed = f"under {out}" if args.out else "in each run"
+    print(f"\neval.json {placed}; reports: {', '.join(str(p) for p in paths.values())}")
     return status
 
 

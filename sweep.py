@@ -16,9 +16,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from lab.checkpoint import checkpoint_path, clear_run
 from lab.config import ConfigError
-from lab.sweep import RunSpec, changed_settings, expand, load_sweep, run_one
+from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -48,41 +47,18 @@ def main(argv: list[str] | None = None) -> int:
         help="e.g. position=rope,alibi task=copy seed=0,1,2 train.steps=500 out_dir=runs/x",
     )
     args = parser.parse_intermixed_args(argv)
-    if args.config and args.quick:
-        print("error: give --config or --quick, not both", file=sys.stderr)
-        return 2
     path = args.config or CONFIGS / ("quick.yaml" if args.quick else "ablation.yaml")
     try:
+        if args.config and args.quick:
+            raise ConfigError("give --config or --quick, not both")
+        if args.workers < 0:
+            raise ConfigError(f"--workers={args.workers} is invalid; it must be >= 0 (0 = auto)")
         sweep = load_sweep(path, args.overrides)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if args.workers < 0:
-        print(
-            f"error: --workers={args.workers} is invalid; it must be >= 0 (0 = auto)",
-            file=sys.stderr,
-        )
-        return 2
-    specs = expand(sweep)
-    try:
-        changed = {spec.name: changed_settings(spec) for spec in specs}
+        specs = expand(sweep)
+        prepare_out_dir(sweep, specs, args.overwrite)
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    stale = [name for name, keys in changed.items() if keys]
-    if stale and not args.overwrite:
-        first = stale[0]
-        print(
-            f"error: {len(stale)} of {len(specs)} runs in {sweep.out_dir}/ were trained with "
-            f"other settings ({first}: {'; '.join(changed[first])}); use another out_dir=..., "
-            "or --overwrite to retrain every run of this grid",
-            file=sys.stderr,
-        )
-        return 2
-    if args.overwrite:
-        for spec in specs:
-            if checkpoint_path(Path(sweep.out_dir) / spec.name).is_file():
-                clear_run(Path(sweep.out_dir) / spec.name)
     gpus = torch.cuda.device_count()
     workers = args.workers or min(len(specs), gpus or os.cpu_count() or 1)
     started = time.perf_counter()

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import torch
 from omegaconf import OmegaConf
 from tqdm import tqdm
@@ -29,7 +30,7 @@ from lab.config import (
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length
 from lab.probe import minimal_pair_accuracy, permutation_probe
-from lab.report import EVAL_NAME, SCHEMA_VERSION, write_eval_json, write_tensorboard
+from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
 from lab.runtime import resolve_device
 from model import Transformer
 
@@ -82,15 +83,15 @@ def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transfo
 def load_evaluation(run_dir: str | Path, eval_config: EvalConfig | None = None) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
-    Current means: valid JSON with this :data:`lab.report.SCHEMA_VERSION`, written after the
-    checkpoint, and (when ``eval_config`` is given) evaluated with exactly those settings.
+    Current means: valid JSON that follows :data:`lab.report.SCHEMA` (so a damaged or
+    hand-edited file is re-evaluated, never reported), written after the checkpoint, and (when
+    ``eval_config`` is given) evaluated with exactly those settings.
     """
     path = Path(run_dir) / EVAL_NAME
     try:
         result = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(result, dict) or result.get("schema_version") != SCHEMA_VERSION:
+        jsonschema.validate(result, SCHEMA)
+    except (OSError, ValueError, jsonschema.ValidationError):
         return None
     checkpoint = checkpoint_path(run_dir)
     if checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime:
@@ -305,7 +306,7 @@ def evaluate_run(
     eval_config: EvalConfig | None = None,
     device: torch.device | str = "auto",
     progress: tqdm | None = None,
-    write: bool = True,
+    write_to: str | Path | None = None,
 ) -> dict[str, Any]:
     """Evaluate the checkpoint in ``run_dir``; write ``eval.json`` and TensorBoard scalars.
 
@@ -314,7 +315,8 @@ def evaluate_run(
         eval_config: evaluation settings; None uses the run's saved ``eval`` section.
         device: where to evaluate (``auto | cpu | cuda | cuda:N | mps`` or a torch.device).
         progress: a tqdm bar advanced once per length and once for the order probes.
-        write: write ``RUN_DIR/eval.json`` and the ``extrapolation/*`` TensorBoard scalars.
+        write_to: folder for ``eval.json`` and the ``extrapolation/*`` TensorBoard scalars;
+            None writes them into ``run_dir``.
 
     Returns:
         The content of ``eval.json`` (see :data:`lab.report.SCHEMA`).
@@ -333,7 +335,7 @@ def evaluate_run(
         )
     result["run_dir"] = str(run_dir)
     result["eval_seconds"] = time.perf_counter() - started
-    if write:
-        write_eval_json(result, run_dir)
-        write_tensorboard(result, run_dir)
+    destination = run_dir if write_to is None else write_to
+    write_eval_json(result, destination)
+    write_tensorboard(result, destination)
     return result

@@ -59,3 +59,21 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     with atomic_writer(path, "w" if isinstance(data, str) else "wb") as file:
         file.write(data)
     return Path(path)
+
+
+def writable_folder(path: str | Path) -> Path:
+    """Create ``path`` if needed and prove it writable by creating (and removing) a file there,
+    so a command fails before its work instead of after it (``os.access`` would not do: it says
+    yes to root on a read-only mount's folder, and no file is written to learn it).
+
+    Raises:
+        OSError: one line naming the folder and why (read-only, a file in the way, no space).
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise OSError(f"cannot write into {str(path)!r}: {error.strerror or error}") from None
+    return path

@@ -25,6 +25,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from lab.config import ConfigError, config_to_dict, load_config, load_yaml
+from lab.files import writable_folder
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -164,6 +165,36 @@ def changed_settings(spec: RunSpec) -> list[str]:
         for key in keys
         if key not in RUNTIME_KEYS and saved.get(key) != asked.get(key)
     ]
+
+
+def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
+    """Check ``sweep.out_dir`` before any run starts: writable, and every run already in it
+    trained with the settings this sweep asks for (:func:`changed_settings`), so a finished run
+    is never reported as the answer to a question it was not trained on. With ``overwrite``,
+    every run of the grid already there is deleted instead (:func:`lab.checkpoint.clear_run`).
+
+    Raises:
+        ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
+            the first such run and its differing keys).
+        OSError: the folder cannot be written; ValueError: a saved checkpoint is unreadable.
+    """
+    from lab.checkpoint import checkpoint_path, clear_run
+
+    writable_folder(sweep.out_dir)
+    if overwrite:
+        for spec in specs:
+            run_dir = os.path.join(sweep.out_dir, spec.name)
+            if checkpoint_path(run_dir).is_file():
+                clear_run(run_dir)
+        return
+    changed = {spec.name: changed_settings(spec) for spec in specs}
+    stale = [name for name, keys in changed.items() if keys]
+    if stale:
+        raise ConfigError(
+            f"{len(stale)} of {len(specs)} runs in {sweep.out_dir}/ were trained with other "
+            f"settings ({stale[0]}: {'; '.join(changed[stale[0]])}); use another out_dir=..., "
+            "or --overwrite to retrain every run of this grid"
+        )
 
 
 def run_one(

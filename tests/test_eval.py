@@ -476,9 +476,32 @@ def test_cli_evaluates_a_folder_of_runs(tmp_path, capsys, trained_run):
     out = capsys.readouterr().out
     assert "| a " in out and "| b " in out and "extrapolation ratio" in out
     for name in ("a", "b"):
-        saved = json.loads((tmp_path / "runs" / name / "eval.json").read_text())
+        assert sorted(p.name for p in (tmp_path / "runs" / name).iterdir()) == ["checkpoint.pt"]
+        saved = json.loads((tmp_path / "out" / name / "eval.json").read_text())  # --out only
+        assert list((tmp_path / "out" / name).glob("events.out.tfevents.*"))
         assert [r["length"] for r in saved["lengths"]] == [2, 4, 8, 16]  # grid + 2x and 4x
         assert saved["grid_lengths"] == [2, 4] and saved["config"]["eval"]["samples"] == 16
     lines = (tmp_path / "out" / "results.csv").read_text().strip().splitlines()
     assert len(lines) == 1 + 2 * 4
     assert (tmp_path / "out" / "accuracy_vs_length.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_cli_checks_its_output_folder_before_evaluating(tmp_path, capsys, trained_run):
+    """An --out that cannot be created once failed with a traceback after the whole evaluation."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert eval_cli.main([str(trained_run), "--out", str(blocker / "reports")]) == 2
+    assert f"cannot write into {str(blocker / 'reports')!r}" in one_error_line(capsys)
+
+
+def test_an_eval_json_that_breaks_the_schema_is_reevaluated(run_result, trained_run, tmp_path):
+    """An eval.json without `summary` was once reported as it was, and every sweep re-run
+    repeated the same traceback."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(trained_run, damaged)
+    saved = json.loads((damaged / "eval.json").read_text())
+    del saved["summary"]
+    (damaged / "eval.json").write_text(json.dumps(saved))
+    assert load_evaluation(damaged) is None
+    (damaged / "eval.json").write_text("{not json")
+    assert load_evaluation(damaged) is None
