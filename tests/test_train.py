@@ -23,7 +23,7 @@ from lab.checkpoint import checkpoint_path, load_checkpoint
 from lab.config import Config, config_from_dict, load_config
 from lab.extrapolation import evaluate_length
 from lab.schedule import warmup_cosine
-from lab.trainer import TrainingDiverged, TrainResult, build_model, train
+from lab.trainer import TrainingDiverged, TrainResult, build_model, resume_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, CHECKPOINT_EVERY, INTERRUPT_AT = 20, 5, 7
@@ -305,13 +305,16 @@ def test_tensorboard_events_hold_the_documented_tags(
     loss_events = events.Scalars("train/loss")
     assert [e.step for e in loss_events] == list(range(log_every, STEPS + 1, log_every))
     assert [e.value for e in loss_events] == pytest.approx(full.losses[log_every - 1 :: log_every])
+    # train/lr at logged step s is the rate that step s (0-based index s - 1) used; the last
+    # one, at the end of the cosine, is above min_lr (min_lr is the rate after the last step).
     t = config.train
     assert [e.value for e in events.Scalars("train/lr")] == pytest.approx(
         [
-            t.lr * warmup_cosine(e.step, t.warmup_steps, t.steps, t.min_lr / t.lr)
+            t.lr * warmup_cosine(e.step - 1, t.warmup_steps, t.steps, t.min_lr / t.lr)
             for e in loss_events
         ]
     )
+    assert events.Scalars("train/lr")[-1].value > t.min_lr
     assert all(0 <= e.value <= 1 for e in events.Scalars("train/exact_match"))
     assert [e.step for e in events.Scalars("eval/exact_match_4x")] == [10, 20]
     assert events.Scalars("eval/exact_match_in_dist")[-1].value == pytest.approx(
@@ -368,7 +371,7 @@ def test_resume_follows_a_moved_run_folder(tmp_path: Path) -> None:
         train(config)
     moved = tmp_path / "after"
     Path(config.run_dir).rename(moved)
-    result = train(load_config(None, [f"run_dir={moved}"]), resume=True)
+    result = train(resume_config(moved), resume=True)
     assert result.finished and result.run_dir == moved
     assert load_checkpoint(moved)["step"] == 8
     assert not (tmp_path / "before").exists()
