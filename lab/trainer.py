@@ -126,10 +126,10 @@ class Run:
             OSError: the file cannot be written (the previous checkpoint is kept).
         """
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise TrainingDiverged(
-                f"non-finite weights at step {self.step}; not saved, keeping the checkpoint of "
-                f"step {self.saved_step}"
-            )
+            kept = f"the checkpoint of step {self.saved_step} is kept"
+            if self.saved_step is None:
+                kept = "no checkpoint on disk"
+            raise TrainingDiverged(f"non-finite weights at step {self.step}; not saved, {kept}")
         r = self.result
         save_checkpoint(
             {

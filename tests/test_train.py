@@ -10,11 +10,11 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import lab.trainer
@@ -26,30 +26,7 @@ from lab.schedule import warmup_cosine
 from lab.trainer import TrainingDiverged, TrainResult, build_model, resume_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS, CHECKPOINT_EVERY, INTERRUPT_AT = 20, 5, 7
-TINY_RUN = [
-    "data.task=copy",
-    "data.train_min_length=2",
-    "data.train_max_length=4",
-    "model.d_model=32",
-    "model.n_layers=2",
-    "model.n_heads=4",
-    "model.d_ff=64",
-    "model.dropout=0.1",
-    f"train.steps={STEPS}",
-    "train.warmup_steps=5",
-    "train.batch_size=16",
-    "train.eval_every=10",
-    "train.eval_samples=16",
-    f"train.checkpoint_every={CHECKPOINT_EVERY}",
-    "train.log_every=5",
-    "train.progress=false",
-    "device=cpu",
-    "threads=1",
-]
-# threads=1: on a shared 2-core machine threads=2 measured 118 s for this run against 13 s with
-# one thread (OpenMP workers spin when another process holds a core); results differ slightly
-# between thread counts, so the run is pinned to one.
+INTERRUPT_AT = 7
 COPY_RUN = [
     "data.task=copy",
     "data.train_min_length=2",
@@ -81,45 +58,10 @@ SCALARS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def keep_torch_threads() -> Iterator[None]:
-    """``threads=N`` sets PyTorch's process-wide thread count; give other tests theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-def tiny_config(run_dir: Path, *overrides: str) -> Config:
-    return load_config(None, [*TINY_RUN, f"run_dir={run_dir}", *overrides])
-
-
 def assert_same_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
-
-
-def interrupt_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Make the training loop raise KeyboardInterrupt when it fetches the batch of ``step``
-    (after ``step`` completed steps), as Ctrl-C would."""
-    real = lab.trainer.training_batch
-
-    def batch_or_interrupt(task, seed, index, *args):
-        if index == step:
-            raise KeyboardInterrupt
-        return real(task, seed, index, *args)
-
-    monkeypatch.setattr(lab.trainer, "training_batch", batch_or_interrupt)
-
-
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, TrainResult]:
-    """The tiny run trained for all its steps without interruption."""
-    threads = torch.get_num_threads()
-    config = tiny_config(tmp_path_factory.mktemp("straight"))
-    result = train(config)
-    torch.set_num_threads(threads)
-    return config, result
 
 
 # ---------------------------------------------------------------------------------------------
