@@ -317,3 +317,14 @@ def test_resume_follows_a_moved_run_folder(tmp_path: Path) -> None:
     assert result.finished and result.run_dir == moved
     assert load_checkpoint(moved)["step"] == 8
     assert not (tmp_path / "before").exists()
+
+
+def test_run_dir_007_trains_into_the_folder_007(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import train as train_cli
+
+    monkeypatch.chdir(tmp_path)
+    assert train_cli.main([*TINY_RUN, "train.steps=2", "train.warmup_steps=1", "run_dir=007"]) == 0
+    assert load_checkpoint(tmp_path / "007")["config"]["run_dir"] == "007"
+    assert not (tmp_path / "7").exists()
