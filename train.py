@@ -13,8 +13,9 @@ import signal
 import sys
 
 from lab.config import ConfigError, flat_keys, load_config
+from lab.resume import resume_config
 from lab.runlock import RunLocked
-from lab.trainer import TrainingDiverged, TrainingInterrupted, resume_config, train
+from lab.trainer import TrainingDiverged, TrainingInterrupted, train
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -72,6 +73,22 @@ def seed_everything(seed: int) -> None:
     """
     random.seed(seed)
     torch.manual_seed(seed)
+
+
+def capture_rng() -> dict[str, Any]:
+    """Python and PyTorch generator states (data streams need none: see lab.batches)."""
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Undo :func:`capture_rng`."""
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 import shlex
 import signal
 import time
@@ -15,36 +14,27 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams as hparams_summary
 from tqdm import tqdm
 
-from data import Batch, Task
-from lab.batches import SAMPLE_STREAM, data_rng, training_batch
+from data import Batch
+from lab.batches import training_batch
 from lab.checkpoint import (
     checkpoint_path,
     clear_run,
     find_checkpoint,
     load_checkpoint,
-    load_model_state,
     remove_partial_writes,
     save_checkpoint,
 )
-from lab.config import (
-    RESUME_KEYS,
-    Config,
-    ConfigError,
-    changed_keys,
-    config_from_dict,
-    config_to_dict,
-    save_config,
-    with_overrides,
-)
-from lab.extrapolation import evaluate_length, unsupported_reason
+from lab.config import Config, ConfigError, config_to_dict, save_config
 from lab.metrics import score_answers
+from lab.resume import restore, resume_history
+from lab.run_logs import periodic_eval, write_hparams, write_samples
 from lab.runlock import run_lock
 from lab.runtime import (
     Interrupt,
     autocast,
+    capture_rng,
     configure_threads,
     deferred_interrupt,
     resolve_device,
@@ -171,32 +161,6 @@ def build_optimizer(model: Transformer, config: Config, device: torch.device) ->
     )
 
 
-def periodic_lengths(config: Config) -> dict[str, list[int]]:
-    """Lengths of the periodic evaluation: the training range's ends and middle, 2x and 4x."""
-    low, high = config.data.train_min_length, config.data.train_max_length
-    return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
-
-
-def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """The config saved in ``RUN_DIR/checkpoint.pt``, with ``run_dir`` set to where the folder
-    is now and the explicit ``overrides`` applied (only :data:`lab.config.RESUME_KEYS`).
-
-    Raises:
-        ConfigError: an override of another key (one line naming it and the allowed ones), or
-            a saved config this version cannot read.
-        FileNotFoundError, ValueError: no readable checkpoint (see :func:`load_checkpoint`).
-    """
-    keys = [item.partition("=")[0] for item in overrides]
-    refused = [k for k in keys if k not in RESUME_KEYS]
-    if refused:
-        raise ConfigError(
-            f"--resume keeps the run's saved settings; {', '.join(refused)} cannot change on "
-            f"resume (allowed: {', '.join(RESUME_KEYS)}); start a new run for other settings"
-        )
-    saved = load_checkpoint(run_dir)["config"]
-    return with_overrides(config_from_dict({**saved, "run_dir": str(run_dir)}), overrides)
-
-
 def train(
     config: Config,
     resume: bool = False,
@@ -210,7 +174,7 @@ def train(
     folder is locked for the whole run (:func:`lab.runlock.run_lock`).
 
     On resume, ``config`` must equal the saved config except for
-    :data:`lab.config.RESUME_KEYS` (see :func:`resume_config`); a change is saved into
+    :data:`lab.config.RESUME_KEYS` (see :func:`lab.resume.resume_config`); a change is saved into
     ``config.yaml`` and the checkpoint, and listed in the checkpoint's ``history``. A larger
     ``train.steps`` extends the run, finished or not: the cosine schedule is recomputed for the
     new budget (it is stretched, not restarted), so from the resumed step on the learning rate
@@ -270,38 +234,11 @@ def start_run(config: Config, state: dict[str, Any] | None, device: torch.device
     checkpoint) when given.
 
     Raises:
-        ConfigError: ``config`` differs from the saved one outside
-            :data:`lab.config.RESUME_KEYS`, or asks for fewer steps than were taken.
-        ValueError: a checkpoint without training state, or whose weights do not fit it.
+        ConfigError, ValueError: see :func:`lab.resume.resume_history` and
+            :func:`lab.resume.restore`.
     """
     run_dir = Path(config.run_dir)
-    history = []
-    if state is not None:
-        saved = config_from_dict({**state["config"], "run_dir": str(run_dir)})  # may have moved
-        changed = changed_keys(saved, config)
-        refused = [f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in changed.items()]
-        refused = [r for r, k in zip(refused, changed, strict=True) if k not in RESUME_KEYS]
-        if refused:
-            more = f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
-            raise ConfigError(
-                f"cannot resume {str(run_dir)!r} with other settings ({'; '.join(refused[:3])}"
-                f"{more}); only {', '.join(RESUME_KEYS)} may change on resume"
-            )
-        missing = [k for k in ("optimizer", "scheduler", "step", "rng") if k not in state]
-        if missing:
-            raise ValueError(
-                f"checkpoint in {str(run_dir)!r} has no {', '.join(missing)}; it cannot be "
-                "resumed (evaluate it with eval.py, or train a new run)"
-            )
-        if config.train.steps < state["step"]:
-            raise ConfigError(
-                f"train.steps={config.train.steps} is below the {state['step']} steps "
-                f"{str(run_dir)!r} has taken; give train.steps >= {state['step']}"
-            )
-        history = list(state.get("history", []))
-        if changed:
-            change = {k: list(values) for k, values in changed.items()}
-            history.append({"step": state["step"], "changed": change})
+    history = [] if state is None else resume_history(config, state)
     model = build_model(config, device)
     optimizer = build_optimizer(model, config, device)
     t = config.train
@@ -313,35 +250,6 @@ def start_run(config: Config, state: dict[str, Any] | None, device: torch.device
     if state is not None:
         restore(run, state)
     return run
-
-
-def restore(run: Run, state: dict[str, Any]) -> None:
-    """Load a checkpoint into ``run``: weights, optimizer, schedule (recomputed for
-    ``run.config.train.steps``), step, generators and results so far.
-
-    Raises:
-        ValueError: the weights or the optimizer state do not fit the saved config (one line).
-    """
-    run_dir = run.config.run_dir
-    load_model_state(run.model, state["model"], run_dir)
-    try:
-        run.optimizer.load_state_dict(state["optimizer"])
-        run.scheduler.load_state_dict(state["scheduler"])
-    except (KeyError, ValueError) as error:
-        raise ValueError(
-            f"checkpoint in {str(run_dir)!r}: optimizer state does not fit its model ({error})"
-        ) from None
-    step = run.step = run.saved_step = state["step"]
-    for group, base, rule in zip(
-        run.optimizer.param_groups, run.scheduler.base_lrs, run.scheduler.lr_lambdas, strict=True
-    ):
-        group["lr"] = base * rule(step)  # as LambdaLR computes it; differs only if steps changed
-    restore_rng(state["rng"])
-    old_budget = state["config"]["train"]["steps"]
-    extended = run.config.train.steps > old_budget
-    r = run.result
-    r.step, r.final_loss, r.eval = step, state.get("final_loss", math.nan), state.get("eval", {})
-    r.finished = bool(state.get("finished")) and not extended
 
 
 def run_loop(
@@ -486,97 +394,3 @@ def train_step(
     optimizer.step()
     scheduler.step()
     return logits.detach(), loss_value, grad_norm, lr
-
-
-def periodic_eval(
-    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int
-) -> dict[str, float]:
-    """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``."""
-    summary = {}
-    for name, lengths in periodic_lengths(config).items():
-        results = [
-            evaluate_length(
-                model, task, n, config.train.eval_samples, config.seed, config.eval.batch_tokens
-            )
-            for n in lengths
-        ]
-        results = [r for r in results if r.supported]
-        if not results:
-            continue
-        summary[name] = sum(r.exact_match for r in results) / len(results)
-        token_accuracy = sum(r.token_accuracy for r in results) / len(results)
-        writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
-        writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
-    return summary
-
-
-@torch.inference_mode()
-def write_samples(
-    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
-) -> None:
-    """Log a few decoded predictions, in distribution and at 2x, as TensorBoard text."""
-    device = next(model.parameters()).device
-    model.eval()
-    lines = []
-    for name, lengths in periodic_lengths(config).items():
-        if name == "4x":
-            continue
-        batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
-        if unsupported_reason(model, batch.inputs.shape[1]) is not None:
-            continue
-        predictions = score_answers(
-            model(batch.inputs, prefix_len=batch.answer_start), batch
-        ).predictions
-        for row, predicted in zip(batch.tokens, predictions, strict=True):
-            prompt = task.decode(row[: batch.answer_start])
-            target = task.decode(row[batch.answer_start :])
-            mark = "right" if torch.equal(predicted, row[batch.answer_start :]) else "WRONG"
-            lines.append(
-                f"| {name} | `{prompt}` | `{target}` | `{task.decode(predicted)}` | {mark} |"
-            )
-    table = "| lengths | prompt | target | predicted | |\n|---|---|---|---|---|\n" + "\n".join(
-        lines
-    )
-    writer.add_text("samples", table, step)
-
-
-def write_hparams(
-    writer: SummaryWriter, config: Config, evals: dict[str, float], step: int
-) -> None:
-    """Record the run's hyperparameters and final exact-match for TensorBoard's HParams tab.
-
-    Written into the run's own event file (``SummaryWriter.add_hparams`` would open a
-    subfolder that TensorBoard lists as a second run).
-    """
-    metrics = {f"hparam/exact_match_{name}": value for name, value in evals.items()}
-    for summary in hparams_summary(hparams(config), metrics):
-        writer.file_writer.add_summary(summary, step)
-    for name, value in metrics.items():
-        writer.add_scalar(name, value, step)
-
-
-def hparams(config: Config) -> dict[str, Any]:
-    """The hyperparameters shown in TensorBoard's HPARAMS tab (scalars only)."""
-    flat = {}
-    for section in ("model", "data", "train"):
-        for key, value in config_to_dict(config)[section].items():
-            if isinstance(value, (int, float, str, bool)):
-                flat[f"{section}.{key}"] = value
-    flat["seed"] = config.seed
-    return flat
-
-
-def capture_rng() -> dict[str, Any]:
-    """Python and PyTorch generator states (data streams need none: see lab.batches)."""
-    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    """Undo :func:`capture_rng`."""
-    random.setstate(state["python"])
-    torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -26,9 +26,10 @@ import train as train_cli
 from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from lab.config import Config, load_config
 from lab.evaluation import load_run
+from lab.resume import resume_config
 from lab.runlock import RunLocked, run_lock
 from lab.schedule import warmup_cosine
-from lab.trainer import TrainingDiverged, TrainingInterrupted, TrainResult, resume_config, train
+from lab.trainer import TrainingDiverged, TrainingInterrupted, TrainResult, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["train.steps=6", "train.eval_every=6"]  # a finished run in 6 steps

@@ -22,8 +22,9 @@ from data import build_task
 from lab.checkpoint import checkpoint_path, load_checkpoint
 from lab.config import Config, config_from_dict, load_config
 from lab.extrapolation import evaluate_length
+from lab.resume import resume_config
 from lab.schedule import warmup_cosine
-from lab.trainer import TrainingDiverged, TrainResult, build_model, resume_config, train
+from lab.trainer import TrainingDiverged, TrainResult, build_model, train
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERRUPT_AT = 7
