@@ -389,18 +389,18 @@ def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
     A value is read as YAML (``3`` an int, ``null`` None, ``[1,2]`` a list), except for a key
     typed ``str``, which keeps the literal text: ``run_dir=007`` is the folder ``007``, not 7.
     """
-    parsed = OmegaConf.create()
+    typed, literal = [], []
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value, e.g. model.position=rope")
-        try:
-            if _field_types().get(key) is str:
-                OmegaConf.update(parsed, key, value, force_add=True)
-            else:
-                parsed = OmegaConf.merge(parsed, OmegaConf.from_dotlist([item]))
-        except OmegaConfBaseException as error:
-            raise ConfigError(_one_line(error)) from None
+        (literal if _field_types().get(key) is str else typed).append((key, value, item))
+    try:
+        parsed = OmegaConf.from_dotlist([item for _, _, item in typed])
+        for key, value, _ in literal:  # in the given order: the last one wins
+            OmegaConf.update(parsed, key, value, force_add=True)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
     return parsed
 
 
