@@ -273,7 +273,7 @@ def run_loop(
     bar = tqdm(
         total=t.steps, initial=run.step, disable=not t.progress, desc=run_dir.name, unit="step"
     )
-    in_step = False  # True from the first weight change of a step until the step is counted
+    in_step = False  # True while a step runs: the weights may hold an update the counter lacks
     try:
         while run.step < t.steps:
             if interrupt.requested or (should_stop is not None and should_stop()):
@@ -316,6 +316,7 @@ def run_loop(
             if run.step % t.checkpoint_every == 0:
                 with interrupt.shield():
                     run.save()
+        r.finished = r.finished or run.step >= t.steps  # (a resume at exactly its budget)
         with interrupt.shield():  # a finished run stays finished, whatever arrives now
             run.save()
             write_samples(run.model, task, config, writer, run.step)

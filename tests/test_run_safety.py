@@ -24,7 +24,7 @@ import lab.checkpoint
 import lab.trainer
 import train as train_cli
 from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from lab.config import Config, load_config
+from lab.config import Config, ConfigError, load_config
 from lab.evaluation import load_run
 from lab.resume import resume_config
 from lab.runlock import RunLocked, run_lock
@@ -360,6 +360,20 @@ def test_a_finished_run_is_extended_by_a_larger_budget(
     expected = [t.lr * warmup_cosine(s - 1, t.warmup_steps, 40, t.min_lr / t.lr) for s in (25, 30)]
     assert [e.value for e in logged[4:6]] == pytest.approx(expected, rel=1e-6)
     assert logged[4].value > 2 * t.min_lr
+
+
+def test_a_budget_cut_to_the_steps_taken_finishes_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 7)
+        with pytest.raises(KeyboardInterrupt):
+            train(tiny_config(tmp_path))
+    result = train(resume_config(tmp_path, ["train.steps=7"]), resume=True)
+    assert result.finished and result.step == 7 and result.losses == []
+    assert load_checkpoint(tmp_path)["finished"] is True
+    with pytest.raises(ConfigError, match=r"train.steps=6 is below the 7 steps"):
+        train(resume_config(tmp_path, ["train.steps=6"]), resume=True)
 
 
 def test_resume_of_a_checkpoint_without_optimizer_is_one_line(
