@@ -1,15 +1,21 @@
 """Train one model: ``python train.py [--config configs/NAME.yaml] [key=value ...]``.
 
 With no arguments it trains the default configuration (a small RoPE model on ``svo``) into
-``runs/default``. ``--resume RUN_DIR`` continues an interrupted run exactly.
+``runs/default``. ``--resume RUN_DIR [key=value ...]`` continues an interrupted run exactly,
+with its saved settings; only device, threads, compile, train.progress and train.steps (a
+larger budget extends a run) may be given again. Ctrl-C or SIGTERM saves a checkpoint at the
+next step and exits with 130 (SIGINT) or 143 (SIGTERM).
 """
 
 import argparse
+import shlex
+import signal
 import sys
 
-from lab.checkpoint import clear_run
 from lab.config import ConfigError, flat_keys, load_config
-from lab.trainer import TrainingDiverged, train
+from lab.resume import resume_config
+from lab.runlock import RunLocked
+from lab.trainer import TrainingDiverged, TrainingInterrupted, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,44 +27,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="YAML config file (see configs/)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace a run already in run_dir (deletes it)"
+        "--overwrite",
+        action="store_true",
+        help="replace the run in run_dir (deletes only the files a run writes; refuses a folder "
+        "that holds no run)",
     )
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="e.g. model.position=alibi"
     )
     args = parser.parse_intermixed_args(argv)
-    config = None
+    run_dir = args.resume
     try:
         if args.resume:
-            if args.config or args.overrides:
-                raise ConfigError(
-                    "--resume takes the run's saved config; drop --config and overrides"
-                )
-            config = load_config(None, [f"run_dir={args.resume}"])
+            if args.config:
+                raise ConfigError("--resume takes the run's saved config; drop --config")
+            config = resume_config(args.resume, args.overrides)
         else:
             config = load_config(args.config, args.overrides)
-            if args.overwrite:
-                clear_run(config.run_dir)
-        result = train(config, resume=bool(args.resume))
-    except (ConfigError, OSError, ValueError, TrainingDiverged) as error:
+        run_dir = config.run_dir
+        result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
+    except (ConfigError, OSError, ValueError, TrainingDiverged, RunLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as stop:
+        hint = ""
+        if stop.saved_step is not None:
+            hint = f"; continue with: python train.py --resume {shlex.quote(str(run_dir))}"
+        print(f"{stop}{hint}", file=sys.stderr)
+        return 128 + (stop.signum or signal.SIGINT)
     except KeyboardInterrupt:
-        if config is None:
-            print("interrupted", file=sys.stderr)
-        else:
-            print(
-                "interrupted; checkpoint saved; continue with: "
-                f"python train.py --resume {config.run_dir}",
-                file=sys.stderr,
-            )
-        return 130
+        print("interrupted during start-up; no checkpoint was written", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if not result.losses:
+        print(
+            f"{result.run_dir}: already finished at step {result.step}; nothing to train (extend "
+            f"it with: python train.py --resume {shlex.quote(str(result.run_dir))} "
+            f"train.steps=N, N > {result.step})"
+        )
+        return 0
     evals = ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
     print(
         f"{result.run_dir}: {result.step} steps in {result.seconds:.0f}s, "
         f"loss {result.final_loss:.4f}, exact-match {evals}"
     )
-    print(f"tensorboard --logdir {result.run_dir}")
+    print(f"tensorboard --logdir {shlex.quote(str(result.run_dir))}")
     return 0
 
 

@@ -1,14 +1,32 @@
-"""Checkpoint files: written atomically, read with one clear error when missing or broken."""
+"""Checkpoint files: written atomically, read without running code, one clear error when not.
 
+Also what a run folder holds, so that ``--overwrite`` deletes only what the project wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
-from lab.files import atomic_writer
+from lab.config import config_from_dict
+from lab.files import TMP_SUFFIX, atomic_writer
+from lab.runlock import LOCK_NAME
 
 CHECKPOINT_NAME = "checkpoint.pt"
+CONFIG_NAME = "config.yaml"
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", "events.out.tfevents.*")
+RUN_FILES += ("report.md", "results.csv", "results.json", "accuracy_vs_length.png")
+"""Files (glob patterns) that a run, its evaluation or a sweep report write into a run folder."""
+RUN_FOLDERS = ("hparams", "extrapolation")
+"""Folders that TensorBoard logging writes into a run folder."""
+TRAINER_FILES = (CHECKPOINT_NAME, CONFIG_NAME)
+"""Files that only the training process writes (under the folder's lock)."""
 
 
 def checkpoint_path(run_dir: str | Path) -> Path:
@@ -18,30 +36,31 @@ def checkpoint_path(run_dir: str | Path) -> Path:
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     """Write ``state`` with ``torch.save`` atomically (:func:`lab.files.atomic_writer`), so an
-    interrupted save leaves the previous checkpoint intact."""
-    with atomic_writer(path) as file:
-        torch.save(state, file)
-
-
-def clear_run(run_dir: str | Path) -> None:
-    """Delete what a run writes into ``run_dir`` (checkpoint, config, evaluation, TensorBoard
-    events and reports), leaving any other file alone."""
-    run_dir = Path(run_dir)
-    patterns = [CHECKPOINT_NAME, "config.yaml", "eval.json", "events.out.tfevents.*"]
-    patterns += ["report.md", "results.csv", "results.json", "accuracy_vs_length.png"]
-    for pattern in patterns:
-        for path in run_dir.glob(pattern):
-            path.unlink()
-    for folder in ("hparams", "extrapolation"):
-        shutil.rmtree(run_dir / folder, ignore_errors=True)
-
-
-def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Read ``RUN_DIR/checkpoint.pt`` onto ``device``.
+    interrupted or failed save leaves the previous checkpoint intact.
 
     Raises:
-        FileNotFoundError: the folder or its checkpoint does not exist (one-line message).
-        ValueError: the file is not a checkpoint of this project.
+        OSError: the file cannot be written (disk full, read-only folder): one line naming the
+            path and the system's reason, with the original ``errno`` (``torch.save`` hides a
+            failed write in a chain that ends in "unexpected pos").
+    """
+    try:
+        with atomic_writer(path) as file:
+            torch.save(state, file)
+    except (OSError, RuntimeError) as error:
+        cause = _os_error(error)
+        if cause is None:
+            raise
+        raise OSError(
+            cause.errno,
+            f"{cause.strerror}: cannot write {str(path)!r}; the previous checkpoint is kept",
+        ) from None
+
+
+def find_checkpoint(run_dir: str | Path) -> Path:
+    """``RUN_DIR/checkpoint.pt``, checked to exist.
+
+    Raises:
+        FileNotFoundError: the folder or its checkpoint does not exist (one line).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -50,12 +69,118 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
     if not path.is_file():
         raise FileNotFoundError(
             f"no checkpoint in {str(run_dir)!r} (expected {CHECKPOINT_NAME}); "
-            "train it first with: python train.py run_dir=" + str(run_dir)
+            f"train it first with: python train.py run_dir={shlex.quote(str(run_dir))}"
         )
+    return path
+
+
+def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Read ``RUN_DIR/checkpoint.pt`` onto ``device`` with ``torch.load(weights_only=True)``:
+    tensors and plain Python data only, so a crafted file cannot run code when it is read.
+
+    Raises:
+        FileNotFoundError: the folder or its checkpoint does not exist (one-line message).
+        ValueError: the file is unreadable, holds objects other than tensors and plain data
+            (refused without running them), or is not a checkpoint of this project.
+    """
+    path = find_checkpoint(run_dir)
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
+        state = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:
-        raise ValueError(f"{str(path)!r} is not a readable checkpoint: {error}") from None
+        text = str(error).strip()
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if found:
+            raise ValueError(
+                f"{str(path)!r} refused: it holds Python objects ({found.group(1)}) that could "
+                "run code when loaded; only tensors and plain data are read"
+            ) from None
+        unpickler = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        first = text.splitlines()[0] if text else type(error).__name__
+        detail = unpickler.group(1) if unpickler else first
+        raise ValueError(f"{str(path)!r} is not a readable checkpoint: {detail}") from None
     if not isinstance(state, dict) or "model" not in state or "config" not in state:
         raise ValueError(f"{str(path)!r} is not a checkpoint of this project (no model/config)")
     return state
+
+
+def is_run(run_dir: str | Path) -> bool:
+    """``run_dir`` holds a run of this project: a checkpoint or a ``config.yaml`` that this
+    project can read back as a run's."""
+    run_dir = Path(run_dir)
+    try:
+        load_checkpoint(run_dir)
+        return True
+    except (FileNotFoundError, ValueError):
+        pass
+    try:
+        config_from_dict(OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG_NAME)))
+    except Exception:  # missing, not YAML (errors come from several libraries), not a config
+        return False
+    return True
+
+
+def clear_run(run_dir: str | Path) -> None:
+    """Delete what the project writes into a run folder (:data:`RUN_FILES`, :data:`RUN_FOLDERS`
+    and interrupted writes of them), leaving every other file alone.
+
+    Raises:
+        FileExistsError: ``run_dir`` holds files but no run of this project (nothing deleted).
+    """
+    run_dir = Path(run_dir)
+    others = [p for p in run_dir.iterdir() if p.name != LOCK_NAME] if run_dir.is_dir() else []
+    if others and not is_run(run_dir):
+        raise FileExistsError(
+            f"run_dir={str(run_dir)!r} holds files but no run of this project (no readable "
+            f"{CHECKPOINT_NAME} or {CONFIG_NAME}); --overwrite replaces only runs, so nothing "
+            "was deleted; pick another run_dir"
+        )
+    for pattern in RUN_FILES:
+        for path in [*run_dir.glob(pattern), *run_dir.glob(f".{pattern}.*{TMP_SUFFIX}")]:
+            path.unlink()
+    for folder in RUN_FOLDERS:
+        shutil.rmtree(run_dir / folder, ignore_errors=True)
+
+
+def remove_partial_writes(run_dir: str | Path) -> list[Path]:
+    """Delete the temporary files of checkpoint and config writes that a killed run left in
+    ``run_dir`` (``.checkpoint.pt.*.tmp``). Call it only while holding the folder's lock.
+
+    Returns:
+        the deleted paths.
+    """
+    removed = []
+    for name in TRAINER_FILES:
+        for path in Path(run_dir).glob(f".{name}.*{TMP_SUFFIX}"):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def load_model_state(model: torch.nn.Module, weights: dict[str, Any], run_dir: str | Path) -> None:
+    """``model.load_state_dict(weights)`` with a one-line error.
+
+    Raises:
+        ValueError: the weights do not fit the model built from the saved config; the message
+            keeps the first mismatch and counts the others.
+    """
+    try:
+        model.load_state_dict(weights)
+    except (RuntimeError, ValueError) as error:
+        # load_state_dict: a header line, then one line per mismatch; keep the first mismatch.
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        detail = lines[min(1, len(lines) - 1)] if lines else type(error).__name__
+        more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+        raise ValueError(
+            f"checkpoint in {str(run_dir)!r} does not fit its saved model config: {detail}{more}"
+        ) from None
+
+
+def _os_error(error: BaseException | None) -> OSError | None:
+    """The first :class:`OSError` in ``error``'s chain of causes and contexts, or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno is not None:
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

@@ -7,16 +7,48 @@ the key or value and what is allowed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, get_type_hints
 
+import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task
 from lab.files import atomic_write
+from lab.runtime import parse_device
 from model import ModelConfig
+from model.position import build_position
+
+MAX_TOKENS = 4096
+"""Longest model input, in tokens, that a run may train on or evaluate (the periodic 4x
+evaluation and ``eval.py``'s grid included). It bounds memory and time: attention is quadratic
+in length, so a typo such as ``data.train_max_length=10000000`` fails at once, by name, instead
+of in a multi-GB allocation."""
+
+
+def sequence_tokens(task: Task, length: int) -> int:
+    """Model input tokens (``S - 1``) of one ``task`` sequence at ``length`` content items.
+
+    Every built-in task spends at least one token per content item, so a ``length`` above
+    :data:`MAX_TOKENS` is reported without building the sequence.
+    """
+    if length > MAX_TOKENS:
+        return length
+    return int(task.sample(np.random.default_rng(0), length, 1).inputs.shape[1])
+
+
+def check_finite(section: object, prefix: str) -> None:
+    """Raise :class:`ConfigError` naming the first float field of ``section`` that is NaN or
+    infinite (``prefix`` is the section's dotted name, e.g. ``"train."``)."""
+    for f in fields(section):
+        value = getattr(section, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{prefix}{f.name}={value} is invalid; it must be a finite number")
 
 
 class ConfigError(ValueError):
@@ -100,6 +132,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        check_finite(self, "train.")
         for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name}={getattr(self, name)} is invalid; it must be >= 1")
@@ -123,6 +156,11 @@ class TrainConfig:
         for name in ("grad_clip", "weight_decay"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name}={getattr(self, name)} is invalid; it must be >= 0")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(
+                    f"train.{name}={getattr(self, name)} is invalid; it must be in [0, 1)"
+                )
 
 
 @dataclass
@@ -148,6 +186,7 @@ class EvalConfig:
     threshold: float = 0.9
 
     def __post_init__(self) -> None:
+        check_finite(self, "eval.")
         if self.max_length_factor < 1:
             raise ConfigError(
                 f"eval.max_length_factor={self.max_length_factor} is invalid; it must be >= 1"
@@ -185,6 +224,47 @@ class Config:
     compile: bool = False
     run_dir: str = "runs/default"
 
+    def __post_init__(self) -> None:
+        """Checks that span sections: every length against :data:`MAX_TOKENS` and the position
+        scheme's table, finite model numbers, and the run-level fields."""
+        check_finite(self.model, "model.")
+        for name in ("seed", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}={getattr(self, name)} is invalid; it must be >= 0")
+        try:
+            parse_device(self.device)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if not self.run_dir:
+            raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
+        task = self.data.build_task()
+        longest = self.data.train_max_length
+        asked = {  # key=value -> (the longest length it makes a run use, where)
+            f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
+        }
+        if self.eval.lengths is not None:
+            asked[f"eval.lengths={self.eval.lengths}"] = (max(self.eval.lengths), "eval.py")
+        else:
+            factor = f"eval.max_length_factor={self.eval.max_length_factor}"
+            asked[factor] = (round(self.eval.max_length_factor * longest), "eval.py")
+        for setting, (length, where) in asked.items():
+            tokens = sequence_tokens(task, length)
+            if tokens > MAX_TOKENS:
+                size = f"{tokens} tokens" if length <= MAX_TOKENS else f"over {MAX_TOKENS} tokens"
+                raise ConfigError(
+                    f"{setting} is too long: {where} needs length {length} ({size} for task "
+                    f"{self.data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
+                )
+        with torch.device("meta"):  # the scheme's limit, without allocating its table
+            limit = build_position(self.model).max_length()
+        tokens = sequence_tokens(task, longest)
+        if limit is not None and tokens > limit:
+            raise ConfigError(
+                f"model.max_positions={limit} is shorter than the longest training sequence "
+                f"({tokens} tokens at data.train_max_length={longest}); "
+                f"set model.max_positions >= {tokens}"
+            )
+
 
 def load_config(
     path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
@@ -218,6 +298,44 @@ def load_config(
     return config
 
 
+RESUME_KEYS = ("device", "threads", "compile", "train.progress", "train.steps")
+"""Keys that ``--resume`` may change: where and how the run executes, and the step budget
+(a longer budget extends a run; see :func:`lab.trainer.train`)."""
+
+
+def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Config:
+    """``config`` with ``key=value`` overrides applied (parsed as :func:`load_config` does).
+
+    Raises:
+        ConfigError: bad override syntax, unknown key or bad value (one line).
+    """
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(config), _parse_overrides(overrides))
+        updated = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    assert isinstance(updated, Config)
+    return updated
+
+
+def changed_keys(before: Config, after: Config) -> dict[str, tuple[Any, Any]]:
+    """Dotted key -> ``(before, after)`` for every leaf value that differs."""
+    old, new = _flatten(config_to_dict(before)), _flatten(config_to_dict(after))
+    return {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def config_from_dict(values: dict[str, Any]) -> Config:
     """Rebuild a saved :class:`Config` (from a checkpoint or ``config.yaml``).
 
@@ -245,16 +363,9 @@ def save_config(config: Config, path: str | Path) -> None:
     atomic_write(path, OmegaConf.to_yaml(OmegaConf.structured(config)))
 
 
-def flat_keys(cls: type = Config, prefix: str = "") -> list[str]:
+def flat_keys() -> list[str]:
     """Dotted names of every config key, e.g. ``model.position``."""
-    keys = []
-    types = get_type_hints(cls)
-    for f in fields(cls):
-        kind = types[f.name]
-        keys += (
-            flat_keys(kind, f"{prefix}{f.name}.") if is_dataclass(kind) else [f"{prefix}{f.name}"]
-        )
-    return keys
+    return list(_field_types())
 
 
 def load_yaml(path: str | Path) -> DictConfig:
@@ -279,13 +390,38 @@ def load_yaml(path: str | Path) -> DictConfig:
 
 
 def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
+    """``key=value`` items as a config; later items win.
+
+    A value is read as YAML (``3`` an int, ``null`` None, ``[1,2]`` a list), except for a key
+    typed ``str``, which keeps the literal text: ``run_dir=007`` is the folder ``007``, not 7.
+    """
+    typed, literal = [], []
     for item in overrides:
-        if "=" not in item or item.startswith("="):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value, e.g. model.position=rope")
+        (literal if _field_types().get(key) is str else typed).append((key, value, item))
     try:
-        return OmegaConf.from_dotlist(list(overrides))
+        parsed = OmegaConf.from_dotlist([item for _, _, item in typed])
+        for key, value, _ in literal:  # in the given order: the last one wins
+            OmegaConf.update(parsed, key, value, force_add=True)
     except OmegaConfBaseException as error:
         raise ConfigError(_one_line(error)) from None
+    return parsed
+
+
+@cache
+def _field_types(cls: type = Config, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> declared type of every leaf field, in field order, e.g.
+    ``{"model.vocab_size": int, ..., "run_dir": str}``."""
+    types = {}
+    hints = get_type_hints(cls)
+    for name, kind in ((f.name, hints[f.name]) for f in fields(cls)):
+        if is_dataclass(kind):
+            types.update(_field_types(kind, f"{prefix}{name}."))
+        else:
+            types[f"{prefix}{name}"] = kind
+    return types
 
 
 def _one_line(error: Exception) -> str:

@@ -6,8 +6,25 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+
+def parse_device(name: str) -> torch.device:
+    """Check the spelling of a device name (``auto`` is returned as ``cpu``; see
+    :func:`resolve_device`) without asking whether this machine has it.
+
+    Raises:
+        ValueError: not ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (one line).
+    """
+    try:
+        device = torch.device("cpu" if name == "auto" else name)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device={name!r} is not a device; use auto, cpu, cuda, cuda:N or mps")
+    return device
 
 
 def resolve_device(name: str) -> torch.device:
@@ -24,19 +41,14 @@ def resolve_device(name: str) -> torch.device:
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(
-            f"device={name!r} is not a device; use auto, cpu, cuda, cuda:N or mps"
-        ) from None
+    device = parse_device(name)
     available = {
         "cpu": True,
         "cuda": torch.cuda.is_available()
         and (device.index is None or device.index < torch.cuda.device_count()),
         "mps": torch.backends.mps.is_available(),
     }
-    if not available.get(device.type, False):
+    if not available[device.type]:
         raise ValueError(f"device={name!r} is not available on this machine; use auto or cpu")
     return device
 
@@ -63,6 +75,22 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def capture_rng() -> dict[str, Any]:
+    """Python and PyTorch generator states (data streams need none: see lab.batches)."""
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Undo :func:`capture_rng`."""
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     """bf16 autocast on CUDA; a no-op elsewhere (CPU and MPS train in float32)."""
     if device.type == "cuda":
@@ -70,20 +98,49 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a run cleanly: Ctrl-C, and what ``timeout``, batch schedulers and a closing
+terminal send."""
+
+
 @dataclass
 class Interrupt:
-    """Set by :func:`deferred_interrupt` when Ctrl-C arrives."""
+    """Set by :func:`deferred_interrupt` when a stop signal arrives.
 
-    requested: bool = False
+    Attributes:
+        signum: the first stop signal received (``SIGINT`` or ``SIGTERM``), or None.
+        shielded: inside :meth:`shield`: every signal, the second one included, is only recorded.
+    """
+
+    signum: int | None = None
+    shielded: bool = False
+
+    @property
+    def requested(self) -> bool:
+        """A stop signal has arrived."""
+        return self.signum is not None
+
+    @contextlib.contextmanager
+    def shield(self) -> Iterator[None]:
+        """Defer every stop signal until the block ends, so that a save (or the final writes of
+        a finished run) always completes as a whole."""
+        outer = self.shielded
+        self.shielded = True
+        try:
+            yield
+        finally:
+            self.shielded = outer
 
 
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[Interrupt]:
-    """Turn Ctrl-C (SIGINT) into a flag that the training loop checks between steps.
+    """Turn SIGINT (Ctrl-C) and SIGTERM into a flag that the training loop checks between steps.
 
     An interrupt in the middle of an optimizer step would leave weights and step counter out of
-    step; with this, the loop finishes the step, then raises ``KeyboardInterrupt`` itself. A
-    second Ctrl-C interrupts at once. Outside the main thread it does nothing.
+    step; with this, the loop finishes the step, saves, then stops. A second signal raises
+    ``KeyboardInterrupt`` at once (an escape from a step that hangs), except inside
+    :meth:`Interrupt.shield`. Outside the main thread it does nothing (Python delivers signals
+    to the main thread only).
     """
     flag = Interrupt()
     if threading.current_thread() is not threading.main_thread():
@@ -91,12 +148,13 @@ def deferred_interrupt() -> Iterator[Interrupt]:
         return
 
     def handler(signum: int, frame: object) -> None:
-        if flag.requested:
+        if flag.requested and not flag.shielded:
             raise KeyboardInterrupt
-        flag.requested = True
+        flag.signum = flag.signum or signum
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield flag
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, action in previous.items():
+            signal.signal(s, action)

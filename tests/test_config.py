@@ -308,3 +308,76 @@ def test_every_yaml_in_configs_loads() -> None:
 def test_a_bare_leaf_key_suggests_its_section():
     with pytest.raises(ConfigError, match=r"'position' \(did you mean model.position\?\)"):
         load_config(None, ["position=alibi"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad values stop at config time (issue 9): caps, finite numbers, ranges, device names
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["train.grad_clip=nan"], "train.grad_clip=nan is invalid; it must be a finite number"),
+        (["train.weight_decay=nan"], "train.weight_decay=nan is invalid; it must be a finite"),
+        (["train.lr=inf"], "train.lr=inf is invalid; it must be a finite number"),
+        (["model.rope_theta=inf"], "model.rope_theta=inf is invalid; it must be a finite number"),
+        (["eval.max_length_factor=nan"], "eval.max_length_factor=nan is invalid; it must be a"),
+        (["train.beta1=1.5"], "train.beta1=1.5 is invalid; it must be in [0, 1)"),
+        (["train.beta2=1.0"], "train.beta2=1.0 is invalid; it must be in [0, 1)"),
+        (["seed=-1"], "seed=-1 is invalid; it must be >= 0"),
+        (["threads=-1"], "threads=-1 is invalid; it must be >= 0"),
+        (["device=gpu"], "device='gpu' is not a device; use auto, cpu, cuda, cuda:N or mps"),
+        (["run_dir="], "run_dir is empty"),
+        (
+            ["data.train_max_length=10000000"],
+            "data.train_max_length=10000000 is too long: the periodic 4x evaluation needs length "
+            "40000000 (over 4096 tokens for task 'svo'); the maximum is 4096 tokens per sequence",
+        ),
+        (
+            ["eval.lengths=[10000000]"],
+            "eval.lengths=[10000000] is too long: eval.py needs length 10000000",
+        ),
+        (
+            ["eval.max_length_factor=1e6"],
+            "eval.max_length_factor=1000000.0 is too long: eval.py needs length 12000000",
+        ),
+        (
+            [
+                "model.position=learned",
+                "model.max_positions=20",
+                "data.task=copy",
+                "data.train_max_length=10",
+            ],
+            "model.max_positions=20 is shorter than the longest training sequence (22 tokens at "
+            "data.train_max_length=10); set model.max_positions >= 22",
+        ),
+    ],
+)
+def test_bad_values_from_issue_9_fail_at_config_time(overrides: list[str], message: str) -> None:
+    assert one_line_error(overrides).startswith(message)
+
+
+def test_the_length_cap_is_4096_input_tokens_including_the_periodic_4x_evaluation() -> None:
+    # copy at length L: <bos> L <sep> L <eos> = 2L + 3 tokens, 2L + 2 model inputs; the periodic
+    # evaluation at 4L needs 8L + 2 <= 4096, so L = 511 is the longest training length.
+    assert load_config(None, ["data.task=copy", "data.train_max_length=511"])
+    message = one_line_error(["data.task=copy", "data.train_max_length=512"])
+    assert "length 2048 (4098 tokens for task 'copy')" in message
+    lengths = ["data.task=copy", "data.train_max_length=8"]
+    assert load_config(None, [*lengths, "eval.lengths=[2047]"]).eval.lengths == [2047]
+    assert "4098 tokens" in one_line_error([*lengths, "eval.lengths=[2048]"])
+    # a learned table exactly as long as the longest training input is enough
+    learned = ["model.position=learned", "data.task=copy", "data.train_max_length=10"]
+    assert load_config(None, [*learned, "model.max_positions=22"]).model.max_positions == 22
+
+
+@pytest.mark.parametrize("text", ["007", "1e3", "null", "true", "[1]", "0x10"])
+def test_string_settings_keep_the_literal_text(text: str) -> None:
+    assert load_config(None, [f"run_dir={text}"]).run_dir == text
+    assert load_config(None, [f"run_dir=runs/{text}"]).run_dir == f"runs/{text}"
+
+
+def test_string_literals_do_not_change_how_other_types_parse() -> None:
+    config = load_config(None, ["seed=007", "train.lr=1e-3", "train.target_accuracy=null"])
+    assert config.seed == 7 and config.train.lr == 1e-3 and config.train.target_accuracy is None

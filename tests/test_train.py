@@ -10,11 +10,11 @@ import math
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import lab.trainer
@@ -22,34 +22,12 @@ from data import build_task
 from lab.checkpoint import checkpoint_path, load_checkpoint
 from lab.config import Config, config_from_dict, load_config
 from lab.extrapolation import evaluate_length
+from lab.resume import resume_config
 from lab.schedule import warmup_cosine
 from lab.trainer import TrainingDiverged, TrainResult, build_model, train
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS, CHECKPOINT_EVERY, INTERRUPT_AT = 20, 5, 7
-TINY_RUN = [
-    "data.task=copy",
-    "data.train_min_length=2",
-    "data.train_max_length=4",
-    "model.d_model=32",
-    "model.n_layers=2",
-    "model.n_heads=4",
-    "model.d_ff=64",
-    "model.dropout=0.1",
-    f"train.steps={STEPS}",
-    "train.warmup_steps=5",
-    "train.batch_size=16",
-    "train.eval_every=10",
-    "train.eval_samples=16",
-    f"train.checkpoint_every={CHECKPOINT_EVERY}",
-    "train.log_every=5",
-    "train.progress=false",
-    "device=cpu",
-    "threads=1",
-]
-# threads=1: on a shared 2-core machine threads=2 measured 118 s for this run against 13 s with
-# one thread (OpenMP workers spin when another process holds a core); results differ slightly
-# between thread counts, so the run is pinned to one.
+INTERRUPT_AT = 7
 COPY_RUN = [
     "data.task=copy",
     "data.train_min_length=2",
@@ -81,45 +59,10 @@ SCALARS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def keep_torch_threads() -> Iterator[None]:
-    """``threads=N`` sets PyTorch's process-wide thread count; give other tests theirs back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-def tiny_config(run_dir: Path, *overrides: str) -> Config:
-    return load_config(None, [*TINY_RUN, f"run_dir={run_dir}", *overrides])
-
-
 def assert_same_state(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert a.keys() == b.keys()
     for name in a:
         assert torch.equal(a[name], b[name]), name
-
-
-def interrupt_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Make the training loop raise KeyboardInterrupt when it fetches the batch of ``step``
-    (after ``step`` completed steps), as Ctrl-C would."""
-    real = lab.trainer.training_batch
-
-    def batch_or_interrupt(task, seed, index, *args):
-        if index == step:
-            raise KeyboardInterrupt
-        return real(task, seed, index, *args)
-
-    monkeypatch.setattr(lab.trainer, "training_batch", batch_or_interrupt)
-
-
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, TrainResult]:
-    """The tiny run trained for all its steps without interruption."""
-    threads = torch.get_num_threads()
-    config = tiny_config(tmp_path_factory.mktemp("straight"))
-    result = train(config)
-    torch.set_num_threads(threads)
-    return config, result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,13 +248,16 @@ def test_tensorboard_events_hold_the_documented_tags(
     loss_events = events.Scalars("train/loss")
     assert [e.step for e in loss_events] == list(range(log_every, STEPS + 1, log_every))
     assert [e.value for e in loss_events] == pytest.approx(full.losses[log_every - 1 :: log_every])
+    # train/lr at logged step s is the rate that step s (0-based index s - 1) used; the last
+    # one, at the end of the cosine, is above min_lr (min_lr is the rate after the last step).
     t = config.train
     assert [e.value for e in events.Scalars("train/lr")] == pytest.approx(
         [
-            t.lr * warmup_cosine(e.step, t.warmup_steps, t.steps, t.min_lr / t.lr)
+            t.lr * warmup_cosine(e.step - 1, t.warmup_steps, t.steps, t.min_lr / t.lr)
             for e in loss_events
         ]
     )
+    assert events.Scalars("train/lr")[-1].value > t.min_lr
     assert all(0 <= e.value <= 1 for e in events.Scalars("train/exact_match"))
     assert [e.step for e in events.Scalars("eval/exact_match_4x")] == [10, 20]
     assert events.Scalars("eval/exact_match_in_dist")[-1].value == pytest.approx(
@@ -368,7 +314,18 @@ def test_resume_follows_a_moved_run_folder(tmp_path: Path) -> None:
         train(config)
     moved = tmp_path / "after"
     Path(config.run_dir).rename(moved)
-    result = train(load_config(None, [f"run_dir={moved}"]), resume=True)
+    result = train(resume_config(moved), resume=True)
     assert result.finished and result.run_dir == moved
     assert load_checkpoint(moved)["step"] == 8
     assert not (tmp_path / "before").exists()
+
+
+def test_run_dir_007_trains_into_the_folder_007(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import train as train_cli
+
+    monkeypatch.chdir(tmp_path)
+    assert train_cli.main([*TINY_RUN, "train.steps=2", "train.warmup_steps=1", "run_dir=007"]) == 0
+    assert load_checkpoint(tmp_path / "007")["config"]["run_dir"] == "007"
+    assert not (tmp_path / "7").exists()

@@ -1,0 +1,101 @@
+"""What a training run logs to TensorBoard besides its training scalars: periodic evaluation,
+decoded samples, and the hyperparameters with the final exact-match (HPARAMS tab)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+from data import Task
+from lab.batches import SAMPLE_STREAM, data_rng
+from lab.config import Config, config_to_dict
+from lab.extrapolation import evaluate_length, unsupported_reason
+from lab.metrics import score_answers
+from model import Transformer
+
+
+def periodic_lengths(config: Config) -> dict[str, list[int]]:
+    """Lengths of the periodic evaluation: the training range's ends and middle, 2x and 4x."""
+    low, high = config.data.train_min_length, config.data.train_max_length
+    return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
+
+
+def periodic_eval(
+    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int
+) -> dict[str, float]:
+    """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``."""
+    summary = {}
+    for name, lengths in periodic_lengths(config).items():
+        results = [
+            evaluate_length(
+                model, task, n, config.train.eval_samples, config.seed, config.eval.batch_tokens
+            )
+            for n in lengths
+        ]
+        results = [r for r in results if r.supported]
+        if not results:
+            continue
+        summary[name] = sum(r.exact_match for r in results) / len(results)
+        token_accuracy = sum(r.token_accuracy for r in results) / len(results)
+        writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
+        writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
+    return summary
+
+
+@torch.inference_mode()
+def write_samples(
+    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
+) -> None:
+    """Log a few decoded predictions, in distribution and at 2x, as TensorBoard text."""
+    device = next(model.parameters()).device
+    model.eval()
+    lines = []
+    for name, lengths in periodic_lengths(config).items():
+        if name == "4x":
+            continue
+        batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
+        if unsupported_reason(model, batch.inputs.shape[1]) is not None:
+            continue
+        predictions = score_answers(
+            model(batch.inputs, prefix_len=batch.answer_start), batch
+        ).predictions
+        for row, predicted in zip(batch.tokens, predictions, strict=True):
+            prompt = task.decode(row[: batch.answer_start])
+            target = task.decode(row[batch.answer_start :])
+            mark = "right" if torch.equal(predicted, row[batch.answer_start :]) else "WRONG"
+            lines.append(
+                f"| {name} | `{prompt}` | `{target}` | `{task.decode(predicted)}` | {mark} |"
+            )
+    table = "| lengths | prompt | target | predicted | |\n|---|---|---|---|---|\n" + "\n".join(
+        lines
+    )
+    writer.add_text("samples", table, step)
+
+
+def write_hparams(
+    writer: SummaryWriter, config: Config, evals: dict[str, float], step: int
+) -> None:
+    """Record the run's hyperparameters and final exact-match for TensorBoard's HParams tab.
+
+    Written into the run's own event file (``SummaryWriter.add_hparams`` would open a
+    subfolder that TensorBoard lists as a second run).
+    """
+    metrics = {f"hparam/exact_match_{name}": value for name, value in evals.items()}
+    for summary in hparams_summary(hparams(config), metrics):
+        writer.file_writer.add_summary(summary, step)
+    for name, value in metrics.items():
+        writer.add_scalar(name, value, step)
+
+
+def hparams(config: Config) -> dict[str, Any]:
+    """The hyperparameters shown in TensorBoard's HPARAMS tab (scalars only)."""
+    flat = {}
+    for section in ("model", "data", "train"):
+        for key, value in config_to_dict(config)[section].items():
+            if isinstance(value, (int, float, str, bool)):
+                flat[f"{section}.{key}"] = value
+    flat["seed"] = config.seed
+    return flat
