@@ -8,9 +8,11 @@ schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparis
 import argparse
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
+from multiprocessing import get_context
 from pathlib import Path
 
 import torch
@@ -63,19 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers or min(len(specs), gpus or os.cpu_count() or 1)
     started = time.perf_counter()
     print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
-    records = run_all(specs, workers, gpus)
-    if any(r["status"] in ("interrupted", "cancelled") for r in records):
+    records, signum = run_all(specs, workers, gpus)
+    if signum is not None:
         print(
             "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
             f"run the same command again to resume: {shlex.join(['python', *sys.argv])}",
             file=sys.stderr,
         )
-        return 130
+        return 128 + signum
     seconds = time.perf_counter() - started
     return report(records, Path(sweep.out_dir), seconds)
 
 
-def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
+def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:
     """Run every spec: in this process, in order, with one worker; else one spawned process per
     run, ``workers`` at a time (see :mod:`lab.workers`).
 
@@ -83,28 +85,31 @@ def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
     ``interrupted``) and runs not yet started are ``cancelled``.
 
     Returns:
-        One record per spec, in spec order.
+        ``(records, signum)``: one record per spec, in spec order, and the signal that stopped
+        the sweep (None when it ran to the end).
     """
     bar = tqdm(total=len(specs), desc="sweep", unit="run")
-    if workers > 1:
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        devices = [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
-        records = run_in_processes(run_one, specs, devices, threads, lambda _: bar.update(1))
-        bar.close()
-        return records
-    stop = threading.Event()
-    records = []
-    with stop_on_signals(stop):
-        for spec in specs:
-            if stop.is_set():
-                records.append({"name": spec.name, "status": "cancelled", "error": None})
-                continue
-            records.append(run_one(spec, should_stop=stop.is_set))
-            bar.update(1)
-            if records[-1]["status"] == "interrupted":  # Ctrl-C caught inside the training loop
-                stop.set()
+    stop = get_context("spawn").Event() if workers > 1 else threading.Event()
+    with stop_on_signals(stop) as received:
+        if workers > 1:
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            devices = [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
+            records = run_in_processes(
+                run_one, specs, devices, threads, stop, lambda _: bar.update()
+            )
+        else:
+            records = []
+            for spec in specs:
+                if stop.is_set():
+                    records.append({"name": spec.name, "status": "cancelled", "error": None})
+                    continue
+                records.append(run_one(spec, should_stop=stop.is_set))
+                bar.update()
+                if records[-1]["status"] == "interrupted":  # a signal the training loop caught
+                    received.append(records[-1]["signal"] or signal.SIGINT)
+                    stop.set()
     bar.close()
-    return records
+    return records, received[0] if received else None
 
 
 def report(records: list[dict], out_dir: Path, seconds: float) -> int:

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from data import Task
-from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint
+from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint, load_model_state
 from lab.config import (
     Config,
     ConfigError,
@@ -66,17 +66,8 @@ def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transfo
     """
     state = load_checkpoint(run_dir, device)
     config = config_from_dict(state["config"])
-    try:
-        model = Transformer(config.model).to(device)
-        model.load_state_dict(state["model"])
-    except (RuntimeError, ValueError) as error:
-        # load_state_dict: a header line, then one line per mismatch; keep the first mismatch.
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        detail = lines[min(1, len(lines) - 1)] if lines else type(error).__name__
-        more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
-        raise ValueError(
-            f"checkpoint in {str(run_dir)!r} does not fit its saved model config: {detail}{more}"
-        ) from None
+    model = Transformer(config.model).to(device)
+    load_model_state(model, state["model"], run_dir)
     return config, model.eval(), state
 
 

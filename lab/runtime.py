@@ -98,9 +98,11 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Signals that stop a run cleanly: Ctrl-C, and what ``timeout``, batch schedulers and a closing
-terminal send."""
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals that stop a run cleanly: Ctrl-C, what ``timeout`` and batch schedulers send
+(SIGTERM), and what a closing terminal sends (SIGHUP, POSIX only)."""
 
 
 @dataclass
@@ -134,7 +136,7 @@ class Interrupt:
 
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[Interrupt]:
-    """Turn SIGINT (Ctrl-C) and SIGTERM into a flag that the training loop checks between steps.
+    """Turn the :data:`STOP_SIGNALS` into a flag that the training loop checks between steps.
 
     An interrupt in the middle of an optimizer step would leave weights and step counter out of
     step; with this, the loop finishes the step, saves, then stops. A second signal raises

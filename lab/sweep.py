@@ -176,7 +176,7 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     Raises:
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys).
-        OSError: the folder cannot be written; ValueError: a saved checkpoint is unreadable.
+        OSError: the folder cannot be written.
     """
     from lab.checkpoint import checkpoint_path, clear_run
 
@@ -187,7 +187,12 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
             if checkpoint_path(run_dir).is_file():
                 clear_run(run_dir)
         return
-    changed = {spec.name: changed_settings(spec) for spec in specs}
+    changed = {}
+    for spec in specs:
+        try:
+            changed[spec.name] = changed_settings(spec)
+        except ValueError:  # an unreadable checkpoint: that run fails with its error, alone
+            changed[spec.name] = []
     stale = [name for name, keys in changed.items() if keys]
     if stale:
         raise ConfigError(
@@ -244,8 +249,8 @@ def run_one(
             resume = checkpoint_path(config.run_dir).is_file()
             train(config, resume=resume, should_stop=should_stop)
         record["result"] = evaluate_run(config.run_dir, config.eval, device=config.device)
-    except KeyboardInterrupt:
-        record["status"] = "interrupted"
+    except KeyboardInterrupt as stop:  # lab.trainer.TrainingInterrupted names its signal
+        record.update(status="interrupted", signal=getattr(stop, "signum", None))
     except Exception as error:  # a failing run is reported, never stops the sweep
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()

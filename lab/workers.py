@@ -25,6 +25,8 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from lab.runtime import STOP_SIGNALS
+
 ORPHAN_GRACE_S = 60.0
 """Seconds an orphaned worker may take to save its checkpoint before it exits regardless."""
 
@@ -49,6 +51,7 @@ def run_in_processes(
     specs: list[Any],
     devices: list[str],
     threads: int,
+    stop: Any,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``job`` once per spec, at most ``len(devices)`` at a time, each in a new process.
@@ -58,6 +61,9 @@ def run_in_processes(
         specs: objects with a ``name``; one run each, started in this order.
         devices: one entry per parallel slot (``"cpu"``, ``"cuda:0"``, ...).
         threads: CPU threads per worker.
+        stop: a ``multiprocessing`` event of the spawn context (``get_context("spawn").Event()``)
+            shared with the workers; once set, running jobs stop at their next step and queued
+            ones never start. Setting it is the caller's (see :func:`stop_on_signals`).
         on_record: called in the parent with each record as it arrives (e.g. a progress bar).
 
     Returns:
@@ -65,45 +71,43 @@ def run_in_processes(
         ``failed`` with its exit code; a run never started after a stop gives ``cancelled``.
     """
     context = get_context("spawn")
-    stop = context.Event()
     queue = list(specs)
     running: list[_Slot] = []
     records: dict[str, dict[str, Any]] = {}
-    with stop_on_signals(stop):
-        while queue or running:
-            free = sorted(set(range(len(devices))) - {s.index for s in running})
-            while queue and free and not stop.is_set():
-                spec = queue.pop(0)
-                index = free.pop(0)
-                receive, send = context.Pipe(duplex=False)
-                process = context.Process(
-                    target=_child,
-                    args=(job, spec, devices[index], threads, stop, send, os.getpid()),
-                    name=f"sweep-{spec.name}",
-                )
-                process.start()
-                send.close()  # the child holds the only write end: EOF when it dies
-                running.append(_Slot(process, receive, spec.name, index))
-            if stop.is_set():
-                for spec in queue:
-                    records[spec.name] = {"name": spec.name, "status": "cancelled", "error": None}
-                queue.clear()
-            if not running:
-                break
-            ready = set(wait([o for s in running for o in _waitables(s)], timeout=1.0))
-            for slot in list(running):
-                if slot.conn is not None and slot.conn in ready:
-                    with contextlib.suppress(EOFError, OSError):  # died before sending
-                        slot.record = slot.conn.recv()
-                    slot.conn.close()
-                    slot.conn = None
-                if slot.conn is None and slot.process.sentinel in ready:
-                    slot.process.join()
-                    record = slot.record or _died(slot, stop.is_set())
-                    records[slot.name] = record
-                    running.remove(slot)
-                    if on_record is not None:
-                        on_record(record)
+    while queue or running:
+        free = sorted(set(range(len(devices))) - {s.index for s in running})
+        while queue and free and not stop.is_set():
+            spec = queue.pop(0)
+            index = free.pop(0)
+            receive, send = context.Pipe(duplex=False)
+            process = context.Process(
+                target=_child,
+                args=(job, spec, devices[index], threads, stop, send, os.getpid()),
+                name=f"sweep-{spec.name}",
+            )
+            process.start()
+            send.close()  # the child holds the only write end: EOF when it dies
+            running.append(_Slot(process, receive, spec.name, index))
+        if stop.is_set():
+            for spec in queue:
+                records[spec.name] = {"name": spec.name, "status": "cancelled", "error": None}
+            queue.clear()
+        if not running:
+            break
+        ready = set(wait([o for s in running for o in _waitables(s)], timeout=1.0))
+        for slot in list(running):
+            if slot.conn is not None and slot.conn in ready:
+                with contextlib.suppress(EOFError, OSError):  # died before sending
+                    slot.record = slot.conn.recv()
+                slot.conn.close()
+                slot.conn = None
+            if slot.conn is None and slot.process.sentinel in ready:
+                slot.process.join()
+                record = slot.record or _died(slot, stop.is_set())
+                records[slot.name] = record
+                running.remove(slot)
+                if on_record is not None:
+                    on_record(record)
     return [records[spec.name] for spec in specs]
 
 
@@ -126,34 +130,31 @@ def _died(slot: _Slot, stopping: bool) -> dict[str, Any]:
     }
 
 
-STOP_SIGNALS = tuple(
-    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)
-)
-"""Signals that stop a sweep the way Ctrl-C does."""
-
-
 @contextlib.contextmanager
-def stop_on_signals(stop: Any) -> Iterator[None]:
-    """While inside, in the main thread, :data:`STOP_SIGNALS` set the event ``stop`` (a
-    ``threading.Event`` or a ``multiprocessing.Event``) instead of interrupting whatever code
-    runs; the code polls ``stop`` at safe points (between training steps, between runs). The
-    previous handlers come back on exit; outside the main thread it does nothing."""
+def stop_on_signals(stop: Any) -> Iterator[list[int]]:
+    """While inside, in the main thread, the :data:`lab.runtime.STOP_SIGNALS` set the event
+    ``stop`` (a ``threading.Event`` or a ``multiprocessing`` one) instead of interrupting
+    whatever code runs; that code polls ``stop`` at safe points (between training steps, between
+    runs). Yields the list of signals received, in order. The previous handlers come back on
+    exit; outside the main thread it does nothing."""
+    received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
 
     def handler(signum: int, frame: object) -> None:
-        if not stop.is_set():
+        if not received:
             print(
                 f"\n{signal.Signals(signum).name}: stopping; running trainings save a checkpoint "
                 "at their next step, runs not yet started are cancelled",
                 file=sys.stderr,
             )
+        received.append(signum)
         stop.set()
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
-        yield
+        yield received
     finally:
         for s, old in previous.items():
             signal.signal(s, old)

@@ -212,7 +212,8 @@ def test_sweep_file_with_a_yaml_syntax_error_is_one_line(tmp_path, capsys):
 def test_sigterm_stops_the_sweep_like_ctrl_c(tmp_path, workers):
     """SIGTERM (what `timeout` and schedulers send) once killed the parent and left workers
     training, starting queued runs, then hanging. Now: every running training saves a
-    checkpoint, queued runs never start, the command exits 130 and no worker outlives it."""
+    checkpoint, queued runs never start, the command exits 143 (128 + SIGTERM) and no worker
+    outlives it."""
     root = Path(__file__).parents[1]
     argv = [sys.executable, str(root / "sweep.py"), "--config", CONFIG]
     argv += ["--workers", str(workers), f"out_dir={tmp_path}", *TINY]
@@ -226,7 +227,7 @@ def test_sigterm_stops_the_sweep_like_ctrl_c(tmp_path, workers):
     time.sleep(0.5)  # a few more steps
     sweep_process.send_signal(signal.SIGTERM)
     _, err = sweep_process.communicate(timeout=120)
-    assert sweep_process.returncode == 130, err
+    assert sweep_process.returncode == 143, err
     assert "run the same command again to resume" in err
     started = sorted(p.parent.name for p in tmp_path.glob("*/checkpoint.pt"))
     assert started == ["none-copy-seed0", "rope-copy-seed0"][:workers]

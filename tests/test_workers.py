@@ -8,9 +8,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
-from lab.workers import run_in_processes
+from lab.workers import run_in_processes, stop_on_signals
 
 
 @dataclass
@@ -43,7 +44,7 @@ def wait_for(path: Path, timeout: float = 60.0) -> None:
 
 def test_a_killed_worker_fails_alone(tmp_path):
     specs = [Spec(n, str(tmp_path)) for n in ("a", "dies", "b", "c")]
-    records = run_in_processes(job, specs, ["cpu", "cpu"], threads=3)
+    records = run_in_processes(job, specs, ["cpu", "cpu"], 3, get_context("spawn").Event())
     assert [r["name"] for r in records] == ["a", "dies", "b", "c"]
     assert [r["status"] for r in records] == ["trained", "failed", "trained", "trained"]
     assert "killed by signal 9" in records[1]["error"] and "out of memory?" in records[1]["error"]
@@ -59,7 +60,10 @@ def test_sigterm_stops_running_workers_and_cancels_queued_runs(tmp_path):
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=terminate_when_both_run, daemon=True).start()
-    records = run_in_processes(job, specs, ["cpu", "cpu"], threads=1)
+    stop = get_context("spawn").Event()
+    with stop_on_signals(stop) as received:
+        records = run_in_processes(job, specs, ["cpu", "cpu"], 1, stop)
+    assert received == [signal.SIGTERM]
     assert [r["status"] for r in records] == ["interrupted", "interrupted", "cancelled"]
     assert (tmp_path / "loops1.stopped").exists() and (tmp_path / "loops2.stopped").exists()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
@@ -68,9 +72,10 @@ def test_sigterm_stops_running_workers_and_cancels_queued_runs(tmp_path):
 PARENT = """
 import sys
 sys.path[:0] = [{tests!r}, {root!r}]
+from multiprocessing import get_context
 from test_workers import Spec, job
 from lab.workers import run_in_processes
-run_in_processes(job, [Spec("loops1", {folder!r})], ["cpu"], threads=1)
+run_in_processes(job, [Spec("loops1", {folder!r})], ["cpu"], 1, get_context("spawn").Event())
 """
 
 
