@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from lab.config import ConfigError, config_to_dict, load_config, load_yaml
+from lab.config import ConfigError, changed_keys, config_from_dict, load_config, load_yaml
 from lab.files import writable_folder
 
 ALIASES = {"position": "model.position", "task": "data.task"}
@@ -157,13 +157,11 @@ def changed_settings(spec: RunSpec) -> list[str]:
     config = load_config(None, spec.overrides)
     if not checkpoint_path(config.run_dir).is_file():
         return []
-    saved = _flatten(load_checkpoint(config.run_dir)["config"])
-    asked = _flatten(config_to_dict(config))
-    keys = [k for k in sorted(set(saved) | set(asked)) if not k.startswith("eval.")]
+    saved = config_from_dict(load_checkpoint(config.run_dir)["config"])
     return [
-        f"{key}: {saved.get(key)} -> {asked.get(key)}"
-        for key in keys
-        if key not in RUNTIME_KEYS and saved.get(key) != asked.get(key)
+        f"{key}: {before} -> {after}"
+        for key, (before, after) in sorted(changed_keys(saved, config).items())
+        if not key.startswith("eval.") and key not in RUNTIME_KEYS
     ]
 
 
@@ -255,17 +253,6 @@ def run_one(
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()
     return record
-
-
-def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> ``{"a.b": value}``."""
-    flat = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _as_list(value: Any) -> list[Any]:
