@@ -5,6 +5,9 @@ With no arguments it trains the default configuration (a small RoPE model on ``s
 with its saved settings; only device, threads, compile, train.progress and train.steps (a
 larger budget extends a run) may be given again. Ctrl-C or SIGTERM saves a checkpoint at the
 next step and exits with 130 (SIGINT) or 143 (SIGTERM).
+
+``torchrun --nproc_per_node N train.py ...`` trains the same model data-parallel on N
+processes (see README, "Scaling out"); rank 0 writes and prints.
 """
 
 import argparse
@@ -13,6 +16,7 @@ import signal
 import sys
 
 from lab.config import ConfigError, flat_keys, load_config
+from lab.distributed import is_main_process, leave_group, rank_prefix
 from lab.resume import resume_config
 from lab.runlock import RunLocked
 from lab.trainer import TrainingDiverged, TrainingInterrupted, train
@@ -36,6 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         "overrides", nargs="*", metavar="key=value", help="e.g. model.position=alibi"
     )
     args = parser.parse_intermixed_args(argv)
+    try:
+        return run(args)
+    finally:
+        leave_group()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train as ``args`` say; print the outcome (rank 0 only, errors on every rank)."""
     run_dir = args.resume
     try:
         if args.resume:
@@ -47,17 +59,32 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = config.run_dir
         result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
     except (ConfigError, OSError, ValueError, TrainingDiverged, RunLocked) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{rank_prefix()}error: {error}", file=sys.stderr)
         return 2
     except TrainingInterrupted as stop:
         hint = ""
         if stop.saved_step is not None:
             hint = f"; continue with: python train.py --resume {shlex.quote(str(run_dir))}"
-        print(f"{stop}{hint}", file=sys.stderr)
+        print(f"{rank_prefix()}{stop}{hint}", file=sys.stderr)
         return 128 + (stop.signum or signal.SIGINT)
+    except RuntimeError as error:
+        if not rank_prefix():
+            raise
+        print(
+            f"{rank_prefix()}error: lost the other processes ({str(error).splitlines()[0]}); "
+            "torchrun's report below names the one that failed first; the last checkpoint "
+            "on disk is kept",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
-        print("interrupted during start-up; no checkpoint was written", file=sys.stderr)
+        print(
+            f"{rank_prefix()}interrupted during start-up; no checkpoint was written",
+            file=sys.stderr,
+        )
         return 128 + signal.SIGINT
+    if not is_main_process():
+        return 0
     if not result.losses:
         print(
             f"{result.run_dir}: already finished at step {result.step}; nothing to train (extend "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 import signal
@@ -27,6 +28,7 @@ from lab.checkpoint import (
     save_checkpoint,
 )
 from lab.config import Config, ConfigError, config_to_dict, save_config
+from lab.distributed import Group, join_group
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
 from lab.run_logs import periodic_eval, write_hparams, write_samples
@@ -97,6 +99,7 @@ class Run:
         saved_step: step of the checkpoint on disk (None before the first one).
         history: one entry per resume that changed settings, ``{"step", "changed"}``.
         result: what the run reports so far.
+        group: the ranks training this model (one process without ``torchrun``).
     """
 
     config: Config
@@ -107,9 +110,11 @@ class Run:
     saved_step: int | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     result: TrainResult | None = None
+    group: Group = field(default_factory=Group)
 
     def save(self) -> None:
-        """Write the checkpoint of the current step.
+        """Write the checkpoint of the current step (rank 0 writes; every rank calls it, and
+        the generator states of all ranks are saved).
 
         Raises:
             TrainingDiverged: a weight is NaN or infinite (nothing is written).
@@ -120,6 +125,10 @@ class Run:
             if self.saved_step is None:
                 kept = "no checkpoint on disk"
             raise TrainingDiverged(f"non-finite weights at step {self.step}; not saved, {kept}")
+        rngs = self.group.gather(capture_rng())
+        if not self.group.is_main:
+            self.saved_step = self.step
+            return
         r = self.result
         save_checkpoint(
             {
@@ -127,7 +136,8 @@ class Run:
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "step": self.step,
-                "rng": capture_rng(),
+                "rng": rngs[0],
+                "rank_rng": rngs,
                 "config": config_to_dict(self.config),
                 "finished": r.finished,
                 "final_loss": r.final_loss,
@@ -173,6 +183,9 @@ def train(
     checkpoint, building the model) is checked before ``overwrite`` deletes anything. The
     folder is locked for the whole run (:func:`lab.runlock.run_lock`).
 
+    Under ``torchrun`` every rank calls this; rank 0 alone holds the lock and writes files
+    (see :mod:`lab.distributed`), and a stop on any rank stops all at the same step.
+
     On resume, ``config`` must equal the saved config except for
     :data:`lab.config.RESUME_KEYS` (see :func:`lab.resume.resume_config`); a change is saved into
     ``config.yaml`` and the checkpoint, and listed in the checkpoint's ``history``. A larger
@@ -204,12 +217,14 @@ def train(
     if resume and overwrite:
         raise ConfigError("--resume continues a run and --overwrite replaces it; give one")
     run_dir = Path(config.run_dir)
-    device = resolve_device(config.device)
+    group, device = join_group(resolve_device(config.device))
+    group.check_batch_size(config.train.batch_size)
     configure_threads(config.threads)
     if resume:
         find_checkpoint(run_dir)
     started = time.perf_counter()
-    with run_lock(run_dir), deferred_interrupt() as interrupt:
+    lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
+    with lock, deferred_interrupt() as interrupt:
         if not (resume or overwrite) and checkpoint_path(run_dir).is_file():
             raise FileExistsError(
                 f"run_dir={str(run_dir)!r} already holds a run; continue it with "
@@ -217,21 +232,25 @@ def train(
                 "run_dir=..., or replace it with --overwrite"
             )
         state = load_checkpoint(run_dir, device) if resume else None
-        run = start_run(config, state, device)
-        if overwrite:
-            clear_run(run_dir)
-        remove_partial_writes(run_dir)
+        run = start_run(config, state, device, group)
+        if group.is_main:
+            if overwrite:
+                clear_run(run_dir)
+            remove_partial_writes(run_dir)
         if run.result.finished:
             return run.result
-        save_config(run.config, run_dir / "config.yaml")
+        if group.is_main:
+            save_config(run.config, run_dir / "config.yaml")
         run_loop(run, device, interrupt, should_stop)
         run.result.seconds = time.perf_counter() - started
     return run.result
 
 
-def start_run(config: Config, state: dict[str, Any] | None, device: torch.device) -> Run:
+def start_run(
+    config: Config, state: dict[str, Any] | None, device: torch.device, group: Group | None = None
+) -> Run:
     """Build the model, optimizer and schedule of ``config``, restored from ``state`` (a loaded
-    checkpoint) when given.
+    checkpoint) when given; ``group`` is the ranks training it (default: this process alone).
 
     Raises:
         ConfigError, ValueError: see :func:`lab.resume.resume_history` and
@@ -239,16 +258,19 @@ def start_run(config: Config, state: dict[str, Any] | None, device: torch.device
     """
     run_dir = Path(config.run_dir)
     history = [] if state is None else resume_history(config, state)
+    group = group or Group()
     model = build_model(config, device)
+    group.seed_dropout(config.seed)
     optimizer = build_optimizer(model, config, device)
     t = config.train
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: warmup_cosine(s, t.warmup_steps, t.steps, t.min_lr / t.lr)
     )
-    run = Run(config, model, optimizer, scheduler, history=history)
+    run = Run(config, model, optimizer, scheduler, history=history, group=group)
     run.result = TrainResult(run_dir, 0, False, math.nan)
     if state is not None:
         restore(run, state)
+        group.restore_rng(state.get("rank_rng"), config.seed)
     return run
 
 
@@ -264,51 +286,67 @@ def run_loop(
         TrainingInterrupted: a stop signal or ``should_stop()`` (see :func:`train`).
         TrainingDiverged: see :func:`train_step`.
     """
-    config, t, r = run.config, run.config.train, run.result
+    config, t, r, group = run.config, run.config.train, run.result, run.group
     run_dir = Path(config.run_dir)
     task = config.data.build_task()
-    compiled = torch.compile(run.model, dynamic=True) if config.compile else run.model
+    compiled = group.wrap(run.model, device)
+    compiled = torch.compile(compiled, dynamic=True) if config.compile else compiled
     lengths = range(config.data.train_min_length, config.data.train_max_length + 1)
-    writer = SummaryWriter(str(run_dir), purge_step=run.step + 1)
+    writer = SummaryWriter(str(run_dir), purge_step=run.step + 1) if group.is_main else None
     bar = tqdm(
-        total=t.steps, initial=run.step, disable=not t.progress, desc=run_dir.name, unit="step"
+        total=t.steps,
+        initial=run.step,
+        disable=not (t.progress and group.is_main),
+        desc=run_dir.name,
+        unit="step",
     )
     in_step = False  # True while a step runs: the weights may hold an update the counter lacks
     try:
         while run.step < t.steps:
-            if interrupt.requested or (should_stop is not None and should_stop()):
+            if group.any(interrupt.requested or (should_stop is not None and should_stop())):
                 raise KeyboardInterrupt
             tick = time.perf_counter()
-            batch = training_batch(task, config.seed, run.step, t.batch_size, lengths).to(device)
+            batch = training_batch(task, config.seed, run.step, t.batch_size, lengths)
+            batch = group.shard(batch).to(device)
             in_step = True
             logits, loss_value, grad_norm, lr = train_step(
                 compiled, run.optimizer, run.scheduler, batch, t.grad_clip, device, run.step
             )
+            (loss_value,) = group.mean([loss_value])  # mean over the global batch
             run.step += 1
             in_step = False
             r.step, r.final_loss = run.step, loss_value
             r.losses.append(loss_value)
             scores = score_answers(logits, batch)
-            tokens_per_s = batch.inputs.numel() / (time.perf_counter() - tick)
-            exact = scores.exact.float().mean().item()
+            tokens_per_s = group.world_size * batch.inputs.numel() / (time.perf_counter() - tick)
+            exact = scores.exact.float().mean().item()  # this rank's rows (the bar's figure)
             bar.update(1)
             bar.set_postfix(
                 loss=f"{loss_value:.3f}", acc=f"{exact:.2f}", tok_s=f"{tokens_per_s:,.0f}"
             )
             if run.step % t.log_every == 0:
+                exact_all, token_accuracy = group.mean(
+                    [
+                        exact,
+                        scores.correct_tokens.sum().item()
+                        / (scores.answer_tokens * len(scores.exact)),
+                    ]
+                )
                 scalars = {
                     "loss": loss_value,
-                    "exact_match": exact,
-                    "token_accuracy": scores.correct_tokens.sum().item()
-                    / (scores.answer_tokens * len(scores.exact)),
+                    "exact_match": exact_all,
+                    "token_accuracy": token_accuracy,
                     "lr": lr,
                     "grad_norm": grad_norm,
                     "tokens_per_s": tokens_per_s,
                 }
                 for name, value in scalars.items():
-                    writer.add_scalar(f"train/{name}", value, run.step)
+                    if writer is not None:
+                        writer.add_scalar(f"train/{name}", value, run.step)
             if run.step % t.eval_every == 0 or run.step == t.steps:
-                r.eval = periodic_eval(run.model, task, config, writer, run.step)
+                if group.is_main:  # the other ranks wait for its result
+                    r.eval = periodic_eval(run.model, task, config, writer, run.step)
+                r.eval = group.from_main(r.eval)
                 target = t.target_accuracy
                 if run.step == t.steps or (target is not None and r.eval["in_dist"] >= target):
                     r.finished = True
@@ -319,13 +357,15 @@ def run_loop(
         r.finished = r.finished or run.step >= t.steps  # (a resume at exactly its budget)
         with interrupt.shield():  # a finished run stays finished, whatever arrives now
             run.save()
-            write_samples(run.model, task, config, writer, run.step)
-            write_hparams(writer, config, r.eval, run.step)
+            if writer is not None:
+                write_samples(run.model, task, config, writer, run.step)
+                write_hparams(writer, config, r.eval, run.step)
     except KeyboardInterrupt:
         raise stopped(run, interrupt, in_step) from None
     finally:
         bar.close()
-        writer.close()
+        if writer is not None:
+            writer.close()
 
 
 def stopped(run: Run, interrupt: Interrupt, in_step: bool) -> TrainingInterrupted:

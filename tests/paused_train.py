@@ -4,10 +4,12 @@ without timing guesses.
 
 ``WHERE`` is ``batch`` (pause when the loop fetches the batch of 0-based step ``STEP``, i.e.
 after ``STEP`` completed steps) or ``save`` (pause inside the checkpoint save of step ``STEP``,
-before the file is written). At the pause the process creates ``FLAGS/paused`` and waits until
-``FLAGS/go`` exists; signals that arrive meanwhile are handled as in any run. Not a test module.
+before the file is written). At the pause the process announces itself (see :func:`pause`) and
+waits until ``FLAGS/go`` exists; signals that arrive meanwhile are handled as in any run. Under
+``torchrun`` every rank pauses. Not a test module.
 """
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,8 +22,9 @@ import train  # noqa: E402
 
 
 def pause(flags: Path) -> None:
-    """Announce the pause, then wait (in Python, so signal handlers run) for the go flag."""
-    (flags / "paused").touch()
+    """Announce the pause (``FLAGS/paused``, or ``FLAGS/pausedR`` for rank R under torchrun;
+    it holds the process id), then wait (in Python, so signal handlers run) for the go flag."""
+    (flags / f"paused{os.environ.get('RANK', '')}").write_text(str(os.getpid()))
     while not (flags / "go").exists():
         time.sleep(0.01)
 
