@@ -2,7 +2,8 @@
 
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
 schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparison table.
-``--quick`` runs ``configs/quick.yaml``, a one-minute first look.
+``--quick`` runs ``configs/quick.yaml``, a one-minute first look. ``--launcher slurm`` runs
+every run as a SLURM job through submitit instead of local workers (README, "Scaling out").
 """
 
 import argparse
@@ -18,6 +19,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from lab.cluster import (
+    CLUSTERS,
+    ClusterOptions,
+    cluster_executor,
+    submit_all,
+)
 from lab.config import ConfigError
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
@@ -43,6 +50,22 @@ def main(argv: list[str] | None = None) -> int:
         help="delete and retrain every run of the grid already in out_dir",
     )
     parser.add_argument(
+        "--launcher",
+        choices=["local", *CLUSTERS],
+        default="local",
+        help="local: worker processes here (default); slurm: one SLURM job per run "
+        "(submitit); submitit-local: the slurm path with jobs as local processes",
+    )
+    slurm = parser.add_argument_group("slurm (with --launcher slurm)")
+    slurm.add_argument("--slurm.partition", dest="partition", help="partition (default: cluster's)")
+    slurm.add_argument(
+        "--slurm.time", dest="time_min", type=int, default=60, help="minutes per job"
+    )
+    slurm.add_argument("--slurm.gpus", dest="gpus", type=int, default=1, help="GPUs per job")
+    slurm.add_argument("--slurm.cpus", dest="cpus", type=int, default=4, help="CPU cores per job")
+    slurm.add_argument("--slurm.account", dest="account", help="account to charge (optional)")
+    slurm.add_argument("--slurm.qos", dest="qos", help="quality of service (optional)")
+    parser.add_argument(
         "overrides",
         nargs="*",
         metavar="key=value",
@@ -55,17 +78,24 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("give --config or --quick, not both")
         if args.workers < 0:
             raise ConfigError(f"--workers={args.workers} is invalid; it must be >= 0 (0 = auto)")
+        cluster = ClusterOptions(
+            args.partition, args.time_min, args.gpus, args.cpus, args.account, args.qos
+        )
         sweep = load_sweep(path, args.overrides)
         specs = expand(sweep)
         prepare_out_dir(sweep, specs, args.overwrite)
+        if args.launcher != "local":
+            executor = cluster_executor(args.launcher, sweep.out_dir, cluster)
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    gpus = torch.cuda.device_count()
-    workers = args.workers or min(len(specs), gpus or os.cpu_count() or 1)
     started = time.perf_counter()
-    print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
-    records, signum = run_all(specs, workers, gpus)
+    if args.launcher != "local":
+        records, signum = submit_all(specs, executor, cluster)
+        if signum is not None:  # the jobs go on; submit_all said so
+            return 128 + signum
+    else:
+        records, signum = run_locally(specs, sweep.out_dir, args.workers)
     if signum is not None:
         print(
             "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
@@ -75,6 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signum
     seconds = time.perf_counter() - started
     return report(records, Path(sweep.out_dir), seconds)
+
+
+def run_locally(specs: list[RunSpec], out_dir: str, workers: int) -> tuple[list[dict], int | None]:
+    """:func:`run_all` with ``workers`` parallel runs (0: one per GPU, else one per CPU core)."""
+    gpus = torch.cuda.device_count()
+    workers = workers or min(len(specs), gpus or os.cpu_count() or 1)
+    print(f"{len(specs)} runs into {out_dir}/ with {workers} worker(s)")
+    return run_all(specs, workers, gpus)
 
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:

@@ -1,0 +1,158 @@
+"""Sweeps on a cluster: one scheduler job per run, submitted through ``submitit`` (SLURM).
+
+Each job runs :func:`lab.sweep.run_one` (train -> eval, or resume, or skip), the same function
+a local worker runs, so finished-run skipping, resuming and the report work as locally. All
+jobs go in one SLURM job array; this process waits for them and returns their records, from
+which ``sweep.py`` writes the report. ``submitit`` is an optional dependency
+(``pip install -r requirements-cluster.txt``).
+
+A job that hits its time limit gets SIGTERM from SLURM and saves a checkpoint at its next step
+(:func:`lab.runtime.deferred_interrupt`); running the sweep again resumes it.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.config import ConfigError
+from lab.sweep import RunSpec, run_one
+
+CLUSTERS = {"slurm": "slurm", "submitit-local": "local"}
+"""``--launcher`` name -> submitit cluster. ``submitit-local`` runs every job as a process on
+this machine through submitit's local executor: the cluster path without a cluster."""
+
+LOGS = ".submitit"
+"""Subfolder of the sweep's ``out_dir`` that holds each job's script, stdout and stderr."""
+
+
+@dataclass
+class ClusterOptions:
+    """What every job of a sweep asks the scheduler for.
+
+    Attributes:
+        partition: SLURM partition (``None``: the cluster's default).
+        time_min: wall-clock limit of one job, minutes.
+        gpus: GPUs per job (0: CPU only; the run's ``device=auto`` then picks the CPU).
+        cpus: CPU cores per job; also the run's ``threads``.
+        account: SLURM account to charge (optional).
+        qos: SLURM quality of service (optional).
+    """
+
+    partition: str | None = None
+    time_min: int = 60
+    gpus: int = 1
+    cpus: int = 4
+    account: str | None = None
+    qos: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, low in (("time_min", 1), ("gpus", 0), ("cpus", 1)):
+            if getattr(self, name) < low:
+                flag = {"time_min": "time"}.get(name, name)
+                raise ConfigError(
+                    f"--slurm.{flag}={getattr(self, name)} is invalid; it must be >= {low}"
+                )
+
+    def parameters(self) -> dict[str, Any]:
+        """submitit ``AutoExecutor.update_parameters`` keywords (``slurm_*`` ones only when
+        set; the local executor ignores them)."""
+        extra = {"partition": self.partition, "account": self.account, "qos": self.qos}
+        return {
+            "name": "posenc-sweep",
+            "timeout_min": self.time_min,
+            "gpus_per_node": self.gpus,
+            "cpus_per_task": self.cpus,
+            "tasks_per_node": 1,
+            **{f"slurm_{k}": v for k, v in extra.items() if v is not None},
+        }
+
+
+def cluster_executor(launcher: str, out_dir: str | Path, options: ClusterOptions) -> Any:
+    """A submitit executor for ``launcher`` with ``options``; job logs go under
+    ``out_dir/.submitit/JOB_ID/``.
+
+    Raises:
+        ConfigError: see :func:`require_submitit`; or ``slurm`` on a machine without SLURM.
+    """
+    submitit = require_submitit(launcher)
+    try:
+        executor = submitit.AutoExecutor(
+            folder=Path(out_dir) / LOGS / "%j", cluster=CLUSTERS[launcher]
+        )
+    except RuntimeError as error:  # no srun on this machine
+        raise ConfigError(
+            f"--launcher {launcher}: {error}; run it on the cluster's login node, or use "
+            "--launcher local"
+        ) from None
+    executor.update_parameters(**options.parameters())
+    return executor
+
+
+def submit_all(
+    specs: list[RunSpec], executor: Any, options: ClusterOptions
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Submit one job per spec through ``executor`` (:func:`cluster_executor`; a job array
+    on SLURM), wait for all, return their records.
+
+    Ctrl-C while waiting stops the waiting, not the jobs: they keep running on the cluster;
+    the message names them and how to cancel them.
+
+    Returns:
+        ``(records, signum)`` as :func:`sweep.run_all` returns them: one record per spec in
+        spec order (a job that died without one is ``failed``, its log named), and the signal
+        that stopped the waiting, or None.
+    """
+    device = None if options.gpus else "cpu"
+    with executor.batch():
+        jobs = [executor.submit(run_one, spec, device, options.cpus) for spec in specs]
+    print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}")
+    records = []
+    try:
+        for spec, job in zip(specs, jobs, strict=True):
+            records.append(job_record(spec, job))
+    except KeyboardInterrupt:
+        waiting = [job.job_id for job in jobs[len(records) :]]
+        print(
+            f"\nstopped waiting; {len(waiting)} job(s) keep running ({', '.join(waiting)}; "
+            "cancel them with scancel); run the same command again once they have ended to "
+            "get the report (finished runs are skipped)",
+            file=sys.stderr,
+        )
+        return records, signal.SIGINT
+    return records, None
+
+
+def require_submitit(launcher: str) -> Any:
+    """The ``submitit`` module, checked before anything is submitted.
+
+    Raises:
+        ConfigError: ``launcher`` is not in :data:`CLUSTERS`, or submitit is not installed
+            (one line saying how to install it).
+    """
+    if launcher not in CLUSTERS:
+        raise ConfigError(f"--launcher {launcher} is unknown; use local or {', '.join(CLUSTERS)}")
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError(
+            f"--launcher {launcher} needs submitit; pip install -r requirements-cluster.txt"
+        ) from None
+    return submitit
+
+
+def job_record(spec: RunSpec, job: Any) -> dict[str, Any]:
+    """The record ``job`` returned, or a ``failed`` record naming its log if it returned none."""
+    try:
+        return job.result()
+    except Exception as error:  # submitit's FailedJobError, UncompletedJobError
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return {
+            "name": spec.name,
+            "status": "failed",
+            "error": f"job {job.job_id} ended without a result ({first}); see {job.paths.stderr}",
+            "result": None,
+        }
