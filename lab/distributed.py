@@ -130,6 +130,11 @@ class Group:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def barrier(self) -> None:
+        """Wait until every rank is here (so no rank leaves the group while rank 0 writes)."""
+        if self.active:
+            dist.barrier()
+
     def gather(self, obj: Any) -> list[Any] | None:
         """Every rank's ``obj`` in rank order on rank 0, None on the others."""
         if not self.active:

@@ -128,6 +128,7 @@ class Run:
         rngs = self.group.gather(capture_rng())
         if not self.group.is_main:
             self.saved_step = self.step
+            self.group.barrier()  # rank 0 is writing
             return
         r = self.result
         save_checkpoint(
@@ -147,6 +148,7 @@ class Run:
             checkpoint_path(self.config.run_dir),
         )
         self.saved_step = self.step
+        self.group.barrier()
 
 
 def build_model(config: Config, device: torch.device) -> Transformer:
@@ -360,6 +362,7 @@ def run_loop(
             if writer is not None:
                 write_samples(run.model, task, config, writer, run.step)
                 write_hparams(writer, config, r.eval, run.step)
+            group.barrier()
     except KeyboardInterrupt:
         raise stopped(run, interrupt, in_step) from None
     finally:
