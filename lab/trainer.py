@@ -138,7 +138,7 @@ class Run:
                 "scheduler": self.scheduler.state_dict(),
                 "step": self.step,
                 "rng": rngs[0],
-                "rank_rng": rngs,
+                **({"rank_rng": rngs} if self.group.active else {}),
                 "config": config_to_dict(self.config),
                 "finished": r.finished,
                 "final_loss": r.final_loss,

@@ -1,7 +1,8 @@
 """Data-parallel training under torchrun (two CPU processes, gloo): the same run as one process,
-a stop agreed by every rank, resume with another number of processes, a killed rank.
+a stop agreed by every rank, resume with another number of processes, a killed rank; and the
+rank arithmetic (shards, generators) without processes.
 
-Each test starts ``python -m torch.distributed.run`` (what ``torchrun`` runs) in a child
+Each torchrun test starts ``python -m torch.distributed.run`` (what ``torchrun`` runs) in a child
 process with a timeout, so a hang fails the test instead of blocking the suite.
 """
 
@@ -15,10 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from lab.batches import training_batch
 from lab.checkpoint import load_checkpoint
+from lab.distributed import DROPOUT_SEED_STRIDE, Group
 from lab.resume import resume_config
+from lab.runtime import capture_rng
 from lab.trainer import train
 from tests.conftest import TINY_RUN, tiny_config
 
@@ -112,3 +117,33 @@ def test_a_killed_rank_ends_the_job_with_torchruns_report_naming_it(
     assert process.returncode == 1, text
     assert "rank      : 1 (local_rank: 1)" in text
     assert "exitcode  : -9" in text
+
+
+def test_the_shards_of_all_ranks_are_the_global_batch_in_order() -> None:
+    task = tiny_config(Path("unused")).data.build_task()
+    batch = training_batch(task, 0, 3, 12, range(2, 5))
+    shards = [Group(rank, 3).shard(batch) for rank in range(3)]
+    assert [s.tokens.shape[0] for s in shards] == [4, 4, 4]
+    assert torch.equal(torch.cat([s.tokens for s in shards]), batch.tokens)
+    assert {(s.answer_start, s.length) for s in shards} == {(batch.answer_start, batch.length)}
+
+
+def test_a_batch_that_does_not_split_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^train.batch_size=10 does not split across 4 "):
+        Group(1, 4).check_batch_size(10)
+
+
+def test_resume_gives_each_rank_its_own_generator_back() -> None:
+    states = []
+    for seed in (11, 22):  # what ranks 0 and 1 saved
+        torch.manual_seed(seed)
+        states.append(capture_rng())
+    torch.manual_seed(22)
+    expected = torch.rand(3)
+    Group(1, 2).restore_rng(states, seed=0)
+    assert torch.equal(torch.rand(3), expected)
+    # saved with another number of ranks: rank 1 starts its stream as a fresh run does
+    Group(1, 3).restore_rng(states, seed=0)
+    after = torch.rand(3)
+    torch.manual_seed(DROPOUT_SEED_STRIDE)
+    assert torch.equal(after, torch.rand(3))
