@@ -6,12 +6,14 @@ jobs go in one SLURM job array; this process waits for them and returns their re
 which ``sweep.py`` writes the report. ``submitit`` is an optional dependency
 (``pip install -r requirements-cluster.txt``).
 
-A job that hits its time limit gets SIGTERM from SLURM and saves a checkpoint at its next step
-(:func:`lab.runtime.deferred_interrupt`); running the sweep again resumes it.
+A job near its time limit gets SIGUSR2 from SLURM (submitit asks for it 90 s ahead); in a
+training it acts as SIGTERM does: a checkpoint at the next step (:func:`run_job`). Running the
+sweep again resumes the run.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -108,7 +110,7 @@ def submit_all(
     """
     device = None if options.gpus else "cpu"
     with executor.batch():
-        jobs = [executor.submit(run_one, spec, device, options.cpus) for spec in specs]
+        jobs = [executor.submit(run_job, spec, device, options.cpus) for spec in specs]
     print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}")
     records = []
     try:
@@ -124,6 +126,25 @@ def submit_all(
         )
         return records, signal.SIGINT
     return records, None
+
+
+def run_job(spec: RunSpec, device: str | None, threads: int) -> dict[str, Any]:
+    """:func:`lab.sweep.run_one` inside a scheduler job.
+
+    submitit answers SLURM's advance warning (SIGUSR2, 90 s before the time limit) by raising
+    an error wherever the job is, mid-step included, and saves nothing for a plain function.
+    Here SIGUSR2 is turned into SIGTERM for this process, so a training stops at its next step
+    with a checkpoint (``interrupted``); outside training, submitit's own SIGTERM handler only
+    logs it. The previous handler comes back when the run ends.
+    """
+    usr2 = getattr(signal, "SIGUSR2", None)
+    if usr2 is None:  # Windows: no SLURM either
+        return run_one(spec, device, threads)
+    previous = signal.signal(usr2, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        return run_one(spec, device, threads)
+    finally:
+        signal.signal(usr2, previous)
 
 
 def require_submitit(launcher: str) -> Any:
@@ -145,9 +166,21 @@ def require_submitit(launcher: str) -> Any:
 
 
 def job_record(spec: RunSpec, job: Any) -> dict[str, Any]:
-    """The record ``job`` returned, or a ``failed`` record naming its log if it returned none."""
+    """The record ``job`` returned, or a ``failed`` record naming its log if it returned none.
+
+    A run stopped by a signal (SLURM's SIGTERM at the time limit, ``scancel``) saved a
+    checkpoint; it is reported as ``failed`` with how to continue it, so the sweep's report
+    lists it and exits 1 instead of counting it nowhere.
+    """
     try:
-        return job.result()
+        record = job.result()
+        if record["status"] == "interrupted":
+            record.update(
+                status="failed",
+                error=f"job {job.job_id} was stopped by a signal (its time limit?); a "
+                "checkpoint was saved: run the same command again to continue it",
+            )
+        return record
     except Exception as error:  # submitit's FailedJobError, UncompletedJobError
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return {

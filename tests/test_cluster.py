@@ -1,14 +1,22 @@
 """Sweeps through submitit: the cluster path end to end with submitit's local executor (each
-job a process on this machine), and its one-line errors."""
+job a process on this machine), its one-line errors, and how ended jobs are reported."""
 
 import json
+import os
 import shutil
+import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import lab.trainer
 import sweep
+from lab.checkpoint import load_checkpoint
+from lab.cluster import job_record, run_job
+from lab.sweep import RunSpec
+from tests.conftest import TINY_RUN
 from tests.test_sweep import CONFIG, TINY
 
 LOCAL = ["--launcher", "submitit-local", "--slurm.gpus", "0", "--slurm.cpus", "1"]
@@ -59,3 +67,59 @@ def test_bad_slurm_resources_are_one_line(tmp_path: Path, capsys, flag, value, l
     assert sweep.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: --slurm.{flag}={value} is invalid; it must be >= {low}"
+
+
+class EndedJob:
+    """What ``job_record`` reads of a submitit job: its id, log paths and result."""
+
+    job_id = "7_1"
+    paths = SimpleNamespace(stderr=Path("out/.submitit/7_1/7_1_0_log.err"))
+
+    def __init__(self, record: dict | None = None, error: Exception | None = None) -> None:
+        self.record, self.error = record, error
+
+    def result(self) -> dict:
+        if self.error is not None:
+            raise self.error
+        return self.record
+
+
+def test_a_job_stopped_at_its_time_limit_is_reported_with_how_to_continue() -> None:
+    spec = RunSpec("rope-copy-seed0", [])
+    record = {"name": spec.name, "status": "interrupted", "signal": 15, "error": None}
+    out = job_record(spec, EndedJob(record))
+    assert out["status"] == "failed"
+    assert out["error"] == (
+        "job 7_1 was stopped by a signal (its time limit?); a checkpoint was saved: run the "
+        "same command again to continue it"
+    )
+
+
+def test_a_job_that_died_without_a_record_is_failed_naming_its_log() -> None:
+    spec = RunSpec("rope-copy-seed0", [])
+    out = job_record(spec, EndedJob(error=RuntimeError("Job 7_1 (task: 0) failed\nmore")))
+    assert out == {
+        "name": "rope-copy-seed0",
+        "status": "failed",
+        "error": "job 7_1 ended without a result (Job 7_1 (task: 0) failed); "
+        "see out/.submitit/7_1/7_1_0_log.err",
+        "result": None,
+    }
+
+
+def test_slurms_time_limit_warning_stops_training_with_a_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = lab.trainer.training_batch
+
+    def batch_then_warning(task, seed, index, *args):
+        if index == 3:  # SIGUSR2, as SLURM sends it 90 s before the limit, during step 4
+            os.kill(os.getpid(), signal.SIGUSR2)
+        return real(task, seed, index, *args)
+
+    monkeypatch.setattr(lab.trainer, "training_batch", batch_then_warning)
+    spec = RunSpec("run", [*TINY_RUN, f"run_dir={tmp_path}"])
+    record = run_job(spec, "cpu", 1)
+    assert (record["status"], record["signal"]) == ("interrupted", signal.SIGTERM)
+    assert load_checkpoint(tmp_path)["step"] == 4  # the step under way finished and was saved
+    assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL  # the handler is given back
