@@ -56,15 +56,23 @@ def main(argv: list[str] | None = None) -> int:
         help="local: worker processes here (default); slurm: one SLURM job per run "
         "(submitit); submitit-local: the slurm path with jobs as local processes",
     )
-    slurm = parser.add_argument_group("slurm (with --launcher slurm)")
-    slurm.add_argument("--slurm.partition", dest="partition", help="partition (default: cluster's)")
-    slurm.add_argument(
-        "--slurm.time", dest="time_min", type=int, default=60, help="minutes per job"
-    )
-    slurm.add_argument("--slurm.gpus", dest="gpus", type=int, default=1, help="GPUs per job")
-    slurm.add_argument("--slurm.cpus", dest="cpus", type=int, default=4, help="CPU cores per job")
-    slurm.add_argument("--slurm.account", dest="account", help="account to charge (optional)")
-    slurm.add_argument("--slurm.qos", dest="qos", help="quality of service (optional)")
+    slurm = parser.add_argument_group("slurm (with --launcher slurm or submitit-local)")
+    for flag, dest, kind, default, text in (
+        ("partition", "partition", str, None, "partition (default: the cluster's)"),
+        ("time", "time_min", int, 60, "minutes per job (default 60)"),
+        ("gpus", "gpus", int, 1, "GPUs per job (default 1)"),
+        ("cpus", "cpus", int, 4, "CPU cores per job, also its threads (default 4)"),
+        ("account", "account", str, None, "account to charge (optional)"),
+        ("qos", "qos", str, None, "quality of service (optional)"),
+    ):
+        slurm.add_argument(
+            f"--slurm.{flag}",
+            dest=dest,
+            type=kind,
+            default=default,
+            metavar=flag.upper(),
+            help=text,
+        )
     parser.add_argument(
         "overrides",
         nargs="*",
