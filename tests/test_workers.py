@@ -35,10 +35,12 @@ def job(spec: Spec, device: str, threads: int, should_stop) -> dict:
     return {"name": spec.name, "status": "trained", "error": None, "device": device, "t": threads}
 
 
-def wait_for(path: Path, timeout: float = 60.0) -> None:
+def wait_for(path: Path, timeout: float = 60.0, message: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
+        assert time.monotonic() < deadline, f"{path} never appeared; " + (
+            message.read_text() if message else ""
+        )
         time.sleep(0.05)
 
 
@@ -82,9 +84,12 @@ run_in_processes(job, [Spec("loops1", {folder!r})], ["cpu"], 1, get_context("spa
 def test_a_worker_whose_parent_is_killed_stops_and_exits(tmp_path):
     tests, root = str(Path(__file__).parent), str(Path(__file__).parents[1])
     script = PARENT.format(tests=tests, root=root, folder=str(tmp_path))
-    parent = subprocess.Popen([sys.executable, "-c", script])
+    # The killed parent's semaphores are reported (and cleaned up) by multiprocessing's resource
+    # tracker on its stderr: keep that out of the test output, but at hand for a failure.
+    log = tmp_path / "parent.err"
+    parent = subprocess.Popen([sys.executable, "-c", script], stderr=log.open("w"))
     try:
-        wait_for(tmp_path / "loops1.started")
+        wait_for(tmp_path / "loops1.started", message=log)
         child = int((tmp_path / "loops1.started").read_text())
         parent.kill()  # kill -9: no handler runs in the parent
         parent.wait()
