@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="delete and retrain every run of the grid already in out_dir",
+        help="retrain the runs in out_dir that were trained with other settings (each is "
+        "replaced under its folder's lock, after every check)",
     )
     parser.add_argument(
         "--launcher",
@@ -159,11 +160,17 @@ def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], 
 
 
 def report(records: list[dict], out_dir: Path, seconds: float) -> int:
-    """Write the comparison report, print it and where everything is; exit 1 if a run failed."""
+    """Write the comparison report, print it and where everything is.
+
+    Returns:
+        0, or 1 when a run failed or was stopped on its own (a signal sent to one worker):
+        such runs are named, never left out silently.
+    """
     from lab.report import summary_table, write_reports
 
     results = [r["result"] for r in records if r["result"] is not None]
     failed = [r for r in records if r["status"] == "failed"]
+    stopped = [r for r in records if r["status"] == "interrupted"]
     paths = write_reports(results, out_dir) if results else {}
     print()
     if results:
@@ -172,14 +179,20 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
     print(
         f"\n{count['trained']} run(s) trained, {count['evaluated']} only re-evaluated, "
         f"{count['skipped']} skipped (already finished), {len(failed)} failed, "
-        f"in {seconds / 60:.1f} min"
+        f"{len(stopped)} interrupted, in {seconds / 60:.1f} min"
     )
     for record in failed:
         print(f"FAILED {record['name']}: {record['error']}", file=sys.stderr)
+    for record in stopped:
+        print(
+            f"INTERRUPTED {record['name']}: its worker was stopped; a checkpoint was saved and "
+            "the same command resumes it",
+            file=sys.stderr,
+        )
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
-    return 1 if failed else 0
+    return 1 if failed or stopped else 0
 
 
 if __name__ == "__main__":

@@ -88,7 +88,9 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:
         text = str(error).strip()
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        # torch words it "Unsupported global: GLOBAL io.open" or "Trying to load unsupported
+        # GLOBAL posix.system whose module posix is blocked", depending on the object.
+        found = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
         if found:
             raise ValueError(
                 f"{str(path)!r} refused: it holds Python objects ({found.group(1)}) that could "
@@ -97,7 +99,9 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         unpickler = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         first = text.splitlines()[0] if text else type(error).__name__
         detail = unpickler.group(1) if unpickler else first
-        raise ValueError(f"{str(path)!r} is not a readable checkpoint: {detail}") from None
+        raise ValueError(
+            f"{str(path)!r} is not a readable checkpoint (truncated or damaged?): {detail}"
+        ) from None
     if not isinstance(state, dict) or "model" not in state or "config" not in state:
         raise ValueError(f"{str(path)!r} is not a checkpoint of this project (no model/config)")
     return state

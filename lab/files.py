@@ -20,6 +20,18 @@ TMP_SUFFIX = ".tmp"
 """Suffix of the temporary files; ``.NAME.*.tmp`` in a folder is an interrupted write."""
 
 
+def _umask() -> int:
+    """The process's file-mode creation mask (read once, at import, in the importing thread)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+"""Mode of every written file: what ``open()`` would give (``mkstemp`` alone gives 0600, which
+would hide a run's results from the other users of a shared machine)."""
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     """Open a temporary file next to ``path``; on a clean exit, fsync it and rename it over
@@ -36,6 +48,7 @@ def atomic_writer(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
+        os.chmod(tmp, FILE_MODE)
         text = {"encoding": "utf-8", "newline": ""} if "b" not in mode else {}
         with os.fdopen(handle, mode, **text) as file:
             yield file

@@ -53,7 +53,10 @@ def run_lock(run_dir: str | Path) -> Iterator[None]:
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = run_dir / LOCK_NAME
+    if lock.is_symlink():
+        lock.unlink()  # a planted link is replaced, never written through
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         if not _try_lock(fd):
             raise RunLocked(

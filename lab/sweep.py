@@ -24,7 +24,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from lab.config import ConfigError, changed_keys, config_from_dict, load_config, load_yaml
+from lab.config import (
+    ConfigError,
+    changed_keys,
+    config_from_dict,
+    load_config,
+    load_yaml,
+    with_overrides,
+)
 from lab.files import writable_folder
 
 ALIASES = {"position": "model.position", "task": "data.task"}
@@ -50,10 +57,18 @@ class Sweep:
 
 @dataclass
 class RunSpec:
-    """One run of a sweep: its name (the subfolder) and its full override list."""
+    """One run of a sweep.
+
+    Attributes:
+        name: the run's subfolder of ``out_dir``.
+        overrides: its full ``key=value`` list.
+        overwrite: replace the run in its folder (trained with other settings) instead of
+            skipping or resuming it; set by :func:`prepare_out_dir`.
+    """
 
     name: str
     overrides: list[str]
+    overwrite: bool = False
 
 
 def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
@@ -166,38 +181,38 @@ def changed_settings(spec: RunSpec) -> list[str]:
 
 
 def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
-    """Check ``sweep.out_dir`` before any run starts: writable, and every run already in it
-    trained with the settings this sweep asks for (:func:`changed_settings`), so a finished run
-    is never reported as the answer to a question it was not trained on. With ``overwrite``,
-    every run of the grid already there is deleted instead (:func:`lab.checkpoint.clear_run`).
+    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, each
+    run's device exists, and every run already there was trained with the settings this sweep
+    asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
+    a question it was not trained on. With ``overwrite``, runs trained with other settings are
+    marked to be replaced (``spec.overwrite``); the training replaces each under its folder's
+    lock, after checking everything (:func:`lab.trainer.train`), so nothing is deleted here.
 
     Raises:
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys).
+        ValueError: a device this machine does not have (one line).
         OSError: the folder cannot be written.
     """
-    from lab.checkpoint import checkpoint_path, clear_run
+    from lab.runtime import resolve_device
 
     writable_folder(sweep.out_dir)
-    if overwrite:
-        for spec in specs:
-            run_dir = os.path.join(sweep.out_dir, spec.name)
-            if checkpoint_path(run_dir).is_file():
-                clear_run(run_dir)
-        return
     changed = {}
     for spec in specs:
+        resolve_device(load_config(None, spec.overrides).device)
         try:
             changed[spec.name] = changed_settings(spec)
         except ValueError:  # an unreadable checkpoint: that run fails with its error, alone
             changed[spec.name] = []
-    stale = [name for name, keys in changed.items() if keys]
-    if stale:
+    stale = [spec for spec in specs if changed[spec.name]]
+    if stale and not overwrite:
         raise ConfigError(
             f"{len(stale)} of {len(specs)} runs in {sweep.out_dir}/ were trained with other "
-            f"settings ({stale[0]}: {'; '.join(changed[stale[0]])}); use another out_dir=..., "
-            "or --overwrite to retrain every run of this grid"
+            f"settings ({stale[0].name}: {'; '.join(changed[stale[0].name])}); use another "
+            "out_dir=..., or --overwrite to retrain those runs"
         )
+    for spec in stale:
+        spec.overwrite = True
 
 
 def run_one(
@@ -222,21 +237,23 @@ def run_one(
     from lab.evaluation import evaluate_run, load_evaluation
     from lab.trainer import train
 
-    overrides = list(spec.overrides)
-    if device is not None:
-        overrides.append(f"device={device}")
-    if threads is not None:
-        overrides += [f"threads={threads}", "train.progress=false"]
     record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
     if should_stop is not None and should_stop():
         record["status"] = "cancelled"
         return record
     try:
-        config = load_config(None, overrides)
+        config = load_config(None, spec.overrides)
+        runtime = []  # the worker's device and threads, where the sweep did not set its own
+        if device is not None and config.device == "auto":
+            runtime.append(f"device={device}")
+        if threads is not None and config.threads == 0:
+            runtime.append(f"threads={threads}")
+        if threads is not None:
+            runtime.append("train.progress=false")  # bars of parallel workers would interleave
+        config = with_overrides(config, runtime)
         record["run_dir"] = config.run_dir
-        finished = checkpoint_path(config.run_dir).is_file() and load_checkpoint(
-            config.run_dir
-        ).get("finished", False)
+        saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
+        finished = saved and load_checkpoint(config.run_dir).get("finished", False)
         existing = load_evaluation(config.run_dir, config.eval) if finished else None
         if existing is not None:
             record.update(status="skipped", result=existing)
@@ -244,8 +261,7 @@ def run_one(
         if finished:
             record["status"] = "evaluated"
         else:
-            resume = checkpoint_path(config.run_dir).is_file()
-            train(config, resume=resume, should_stop=should_stop)
+            train(config, resume=saved, overwrite=spec.overwrite, should_stop=should_stop)
         record["result"] = evaluate_run(config.run_dir, config.eval, device=config.device)
     except KeyboardInterrupt as stop:  # lab.trainer.TrainingInterrupted names its signal
         record.update(status="interrupted", signal=getattr(stop, "signum", None))

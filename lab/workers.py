@@ -85,7 +85,10 @@ def run_in_processes(
                 args=(job, spec, devices[index], threads, stop, send, os.getpid()),
                 name=f"sweep-{spec.name}",
             )
-            process.start()
+            # SIG_IGN is inherited through exec: a terminal Ctrl-C that reaches a worker before
+            # it leaves the terminal's group is ignored instead of printing a traceback.
+            with _sigint_ignored():
+                process.start()
             send.close()  # the child holds the only write end: EOF when it dies
             running.append(_Slot(process, receive, spec.name, index))
         if stop.is_set():
@@ -158,6 +161,19 @@ def stop_on_signals(stop: Any) -> Iterator[list[int]]:
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this (main) thread while inside; a no-op elsewhere."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _child(

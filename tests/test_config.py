@@ -330,6 +330,12 @@ def test_a_bare_leaf_key_suggests_its_section():
         (["device=gpu"], "device='gpu' is not a device; use auto, cpu, cuda, cuda:N or mps"),
         (["run_dir="], "run_dir is empty"),
         (
+            ["train.eval_samples=100000000"],
+            "train.eval_samples=100000000 is invalid; it must be in [1, 100000]",
+        ),
+        (["eval.samples=100001"], "eval.samples=100001 is invalid; it must be in [1, 100000]"),
+        (["eval.probe_samples=0"], "eval.probe_samples=0 is invalid; it must be in [1, 100000]"),
+        (
             ["data.train_max_length=10000000"],
             "data.train_max_length=10000000 is too long: the periodic 4x evaluation needs length "
             "40000000 (over 4096 tokens for task 'svo'); the maximum is 4096 tokens per sequence",
@@ -381,3 +387,28 @@ def test_string_settings_keep_the_literal_text(text: str) -> None:
 def test_string_literals_do_not_change_how_other_types_parse() -> None:
     config = load_config(None, ["seed=007", "train.lr=1e-3", "train.target_accuracy=null"])
     assert config.seed == 7 and config.train.lr == 1e-3 and config.train.target_accuracy is None
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("eval.lengths=4", "eval.lengths: "),
+        ("eval.lengths=[4,nan]", "eval.lengths[1]: "),
+        ("train.steps=abc", "train.steps: "),
+        ("model.causal=maybe", "model.causal: "),
+        ("train.target_accuracy=x", "train.target_accuracy: "),
+    ],
+)
+def test_a_value_of_the_wrong_type_says_what_the_key_accepts(override, expected):
+    words = {
+        "eval.lengths: ": "expected a list of integers, e.g. [4, 8, 16], or null",
+        "eval.lengths[1]: ": "expected an integer",
+        "train.steps: ": "expected an integer",
+        "model.causal: ": "expected a boolean (true or false)",
+        "train.target_accuracy: ": "expected a number, or null",
+    }
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [override])
+    message = str(error.value)
+    assert message.startswith(expected) and message.endswith(words[expected])
+    assert "\n" not in message

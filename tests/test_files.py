@@ -33,3 +33,12 @@ def test_interrupted_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: 
 def test_text_and_bytes(tmp_path: Path) -> None:
     assert atomic_write(tmp_path / "a" / "b.txt", "é\n").read_bytes() == "é\n".encode()
     assert atomic_write(tmp_path / "c.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+
+
+def test_written_files_get_the_mode_open_would_give(tmp_path: Path) -> None:
+    """mkstemp alone makes 0600 files: results unreadable to the other users of a machine."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert atomic_write(tmp_path / "atomic.txt", "x").stat().st_mode & 0o777 == (
+        plain.stat().st_mode & 0o777
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -73,15 +74,30 @@ class WritesAMarker:
         return (open, (str(self.marker), "w"))
 
 
+class RunsAShellCommand:
+    """Unpickling it runs ``touch MARKER`` through ``os.system``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {shlex.quote(str(self.marker))}",))
+
+
+@pytest.mark.parametrize(
+    ("payload", "name"), [(WritesAMarker, "io.open"), (RunsAShellCommand, ".system")]
+)
 def test_a_checkpoint_that_would_run_code_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture, payload: type, name: str
 ) -> None:
+    """torch words the refusal of the two objects differently; both give the same one line."""
     run_dir, marker = tmp_path / "run", tmp_path / "marker"
     run_dir.mkdir()
-    torch.save({"model": WritesAMarker(marker), "config": {}}, checkpoint_path(run_dir))
+    torch.save({"model": payload(marker), "config": {}}, checkpoint_path(run_dir))
     code, err = cli(capsys, "--resume", str(run_dir))
     assert code == 2
-    assert err.startswith("error: ") and "refused" in err and "io.open" in err
+    assert err.startswith("error: ") and "refused: it holds Python objects" in err
+    assert name in err and "weights_only" not in err
     with pytest.raises(ValueError, match="refused: it holds Python objects") as error:
         load_run(run_dir, torch.device("cpu"))
     assert "\n" not in str(error.value)
@@ -469,6 +485,17 @@ def test_a_second_writer_is_refused_naming_the_folder_and_holder(
     assert f"pid {os.getpid()} on " in err
     assert not checkpoint_path(tmp_path).exists()
     assert train(tiny_config(tmp_path, *SHORT)).finished  # released when the holder is done
+
+
+def test_a_symlink_planted_as_the_lock_is_replaced_not_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").symlink_to(victim)
+    with run_lock(run):
+        assert not (run / ".lock").is_symlink()
+    assert victim.read_text() == "precious"
 
 
 class FullDisk:

@@ -168,6 +168,20 @@ def test_rerun_with_other_settings_is_refused_naming_the_keys(finished, tmp_path
     assert saved["config"]["model"]["d_model"] == 16
 
 
+def test_overwrite_checks_the_device_before_deleting(finished, tmp_path, capsys):
+    """`sweep.py --overwrite device=cuda` on a machine without it once deleted every finished
+    run, then failed each one."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = sorted(p.relative_to(copy) for p in copy.rglob("*"))
+    args = ("position=none,rope", "seed=0", "model.d_model=16", "device=cuda:99", "--overwrite")
+    assert run_sweep(copy, *args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: device='cuda:99' is not available on this machine; use auto or cpu"
+    assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before
+
+
 def test_changed_evaluation_or_runtime_settings_only_reevaluate(finished, tmp_path, capsys):
     out_dir, _ = finished
     copy = tmp_path / "copy"
@@ -238,3 +252,18 @@ def test_sigterm_stops_the_sweep_like_ctrl_c(tmp_path, workers):
         assert not (tmp_path / name / "eval.json").exists()
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+def test_a_run_stopped_on_its_own_is_named_and_fails_the_sweep(finished, capsys, tmp_path):
+    """SIGTERM sent to one worker (not to the sweep) once made its run vanish from the report
+    while the sweep exited 0."""
+    out_dir, _ = finished
+    result = json.loads((out_dir / "none-copy-seed0" / "eval.json").read_text())
+    records = [
+        {"name": "none-copy-seed0", "status": "skipped", "error": None, "result": result},
+        {"name": "rope-copy-seed0", "status": "interrupted", "error": None, "result": None},
+    ]
+    assert sweep.report(records, tmp_path, 1.0) == 1
+    captured = capsys.readouterr()
+    assert "0 failed, 1 interrupted" in captured.out
+    assert "INTERRUPTED rope-copy-seed0: its worker was stopped" in captured.err
