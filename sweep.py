@@ -2,11 +2,13 @@
 
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
 schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparison table.
-``--quick`` runs ``configs/quick.yaml``, a one-minute first look.
+``--quick`` runs ``configs/quick.yaml``, a one-minute smoke test of the pipeline.
 """
 
 import argparse
+import json
 import os
+import platform
 import signal
 import sys
 import time
@@ -18,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from lab.config import ConfigError
+from lab.files import atomic_write
 from lab.sweep import RunSpec, expand, init_worker, load_sweep, run_one
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers or min(len(specs), gpus or os.cpu_count() or 1)
     started = time.perf_counter()
     print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
+    if args.quick:
+        print("--quick is a smoke test: short training, small evaluation sets; draw no conclusions")
     records = run_all(specs, workers, gpus)
     if any(r["status"] in ("interrupted", "cancelled") for r in records):
         print(
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 130
     seconds = time.perf_counter() - started
-    return report(records, Path(sweep.out_dir), seconds)
+    return report(records, Path(sweep.out_dir), seconds, workers)
 
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
@@ -108,13 +113,16 @@ def run_all(specs: list[RunSpec], workers: int, gpus: int) -> list[dict]:
     return sorted(records, key=lambda record: order[record["name"]])
 
 
-def report(records: list[dict], out_dir: Path, seconds: float) -> int:
-    """Write the comparison report, print it and where everything is; exit 1 if a run failed."""
+def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1) -> int:
+    """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
+    table and where everything is; exit 1 if a run failed."""
     from lab.report import summary_table, write_reports
 
     results = [r["result"] for r in records if r["result"] is not None]
     failed = [r for r in records if r["status"] == "failed"]
     paths = write_reports(results, out_dir) if results else {}
+    if results:
+        paths["timing"] = write_timing(records, out_dir, seconds, workers)
     print()
     if results:
         print(summary_table(results, out_dir))
@@ -130,6 +138,21 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
         print(f"{name}: {path}")
     print(f"TensorBoard: tensorboard --logdir {out_dir}")
     return 1 if failed else 0
+
+
+def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
+    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
+    cpu = platform.processor() or platform.machine()
+    machine = f"{os.cpu_count()} CPU core(s) ({cpu}), torch {torch.__version__}"
+    if torch.cuda.is_available():
+        machine += f", GPU {torch.cuda.get_device_name(0)}"
+    timing = {
+        "seconds": round(seconds, 1),
+        "workers": workers,
+        "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
+        "machine": machine,
+    }
+    return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
 
 
 if __name__ == "__main__":

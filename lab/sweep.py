@@ -18,7 +18,7 @@ import itertools
 import os
 import signal
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,15 @@ class Sweep:
         base: dotted ``key=value`` overrides shared by every run.
         grid: dotted key -> values; every combination is one run.
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
+        command_line: single-value ``key=value`` overrides from the command line; they are
+            applied after ``base`` and ``when``, so a value the user typed always wins.
     """
 
     out_dir: str
     base: list[str]
     grid: dict[str, list[Any]]
     when: dict[str, list[str]]
+    command_line: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -96,14 +99,18 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         elif key in sweep.grid:
             sweep.grid[key] = [value]
         else:
-            sweep.base.append(f"{key}={value}")
+            sweep.command_line.append(f"{key}={value}")
     for spec in expand(sweep):
         load_config(None, spec.overrides)  # validate every run before any training starts
     return sweep
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
-    """Every combination of the grid as a :class:`RunSpec`, in grid order."""
+    """Every combination of the grid as a :class:`RunSpec`, in grid order.
+
+    Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
+    run's grid values.
+    """
     keys = list(sweep.grid)
     specs = []
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
@@ -117,7 +124,12 @@ def expand(sweep: Sweep) -> list[RunSpec]:
         name = "-".join(_short(k, v) for k, v in chosen.items()) or "run"
         run_dir = os.path.join(sweep.out_dir, name)
         grid_overrides = [f"{k}={v}" for k, v in chosen.items()]
-        specs.append(RunSpec(name, [*sweep.base, *extra, *grid_overrides, f"run_dir={run_dir}"]))
+        specs.append(
+            RunSpec(
+                name,
+                [*sweep.base, *extra, *sweep.command_line, *grid_overrides, f"run_dir={run_dir}"],
+            )
+        )
     return specs
 
 
