@@ -98,7 +98,7 @@ def test_command_line_value_beats_the_files_when_block():
     assert sorted(configs) == ["rope-copy-seed0", "rope-svo-seed0"]
     assert {c.data.train_max_length for c in configs.values()} == {20}
     assert configs["rope-svo-seed0"].data.train_min_length == 3  # from the svo block
-    assert configs["rope-copy-seed0"].data.train_min_length == 4  # from the copy block
+    assert configs["rope-copy-seed0"].data.train_min_length == 2  # from the copy block
     assert configs["rope-copy-seed0"].data.n_symbols == 16
 
 
