@@ -1,7 +1,8 @@
 """Run a sweep of position schemes: ``python sweep.py [--quick] [key=v1,v2 ...]``.
 
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
-schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparison table.
+schemes on ``svo`` and ``copy``, three seeds) into ``runs/ablation/`` and prints the comparison
+table; ``python -m lab.readme runs/ablation`` then puts its results into ``docs/`` and the README.
 ``--quick`` runs ``configs/quick.yaml``, a one-minute smoke test of the pipeline.
 """
 

@@ -91,8 +91,9 @@ def headline_table(results: list[Result], task: str) -> str:
     return format_table(headers, rows)
 
 
-def lengths_table(results: list[Result], task: str) -> str:
-    """Exact-match per length (rows) and scheme (columns), mean over seeds with t-interval."""
+def lengths_table(results: list[Result], task: str, key: str = "exact_match") -> str:
+    """``key`` (``exact_match``, or ``pair_accuracy``: minimal pairs with both members right)
+    per length (rows) and scheme (columns), mean over seeds with a 95% t-interval."""
     grouped = groups(results, task)
     lengths = sorted(
         {row["length"] for runs in grouped.values() for r in runs for row in r["lengths"]}
@@ -102,7 +103,7 @@ def lengths_table(results: list[Result], task: str) -> str:
         cells = []
         for runs in grouped.values():
             found = [length_row(r, length) for r in runs]
-            cells.append(cell([row["exact_match"] if row else None for row in found]))
+            cells.append(cell([row[key] if row else None for row in found]))
         rows.append([str(length), *cells])
     return format_table(["length", *grouped], rows)
 

@@ -9,7 +9,8 @@ Shape of the document (every figure computed from the runs' ``eval.json`` dicts)
 3. on ``svo``, the shortcut rules' accuracy on the same evaluation sequences
    (:mod:`data.shortcuts`);
 4. the findings against the literature (:mod:`lab.findings`);
-5. per task, exact-match at every evaluated length, mean over seeds with a t-interval;
+5. per task, exact-match and minimal pairs at every evaluated length, mean over seeds with a
+   t-interval;
 6. one row per run, and the runs' notes.
 """
 
@@ -82,6 +83,8 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
     lines += ["## Findings against the literature", "", *findings(results), ""]
     for task in tasks(results):
         lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
+        pairs = lengths_table(results, task, "pair_accuracy")
+        lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
     lines += ["## Runs", "", summary_table(results, out_dir), ""]
     notes = [(run_label(r, out_dir), n) for r in results for n in r["summary"]["notes"]]
     if notes:

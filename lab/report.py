@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from lab.files import atomic_write, atomic_writer
+from lab.stats import t_interval
 from model.position import available_schemes
 
 SCHEMA_VERSION = 2
@@ -223,12 +224,14 @@ def _figures(result: dict[str, Any]) -> list[str]:
 
 def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> str:
     """One row per run: run, scheme, task, seed, exact-match in distribution and at 1.25x,
-    1.5x, 2x and 4x the longest training length, minimal pairs in distribution, order-blind."""
+    1.5x, 2x and 4x the longest training length, minimal pairs in distribution, order-blind,
+    and the optimizer steps it trained."""
     rows = [
         [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"]), *_figures(r)]
+        + [DASH if r.get("train_steps") is None else str(r["train_steps"])]
         for r in ordered(results)
     ]
-    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS], rows)
+    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS, "steps"], rows)
 
 
 def length_table(result: dict[str, Any]) -> str:
@@ -265,8 +268,9 @@ def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -
 def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
     """Exact-match against length: one panel per task, one line per scheme (mean over seeds).
 
-    Error bars are the 95% Wilson interval for a single run and the min..max over seeds for
-    several. The training range is shaded, and a dashed line marks the longest training length.
+    Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
+    (:func:`lab.stats.t_interval`, clipped to [0, 1]) for several. The training range is
+    shaded, and a dashed line marks the longest training length.
     Unsupported lengths are left out, so a line stops where its scheme stops.
 
     Returns:
@@ -301,9 +305,11 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
             for x in xs:
                 values = [p["exact_match"] for p in points[x]]
                 mean = sum(values) / len(values)
-                low, high = min(values), max(values)  # spread over seeds
-                if len(group) == 1:  # one run: its 95% Wilson interval
+                interval = t_interval(values)  # over seeds; None bounds for one run
+                if interval.low is None:  # one run: its 95% Wilson interval
                     low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
+                else:
+                    low, high = max(0.0, interval.low), min(1.0, interval.high)
                 means.append(mean)
                 below.append(mean - low)
                 above.append(high - mean)
@@ -329,7 +335,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         loc="outside lower center",
         ncols=min(len(handles), 7),
         fontsize="small",
-        title="error bars: 95% Wilson interval (one run), min..max over seeds (several)",
+        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)",
         title_fontsize="small",
     )
     if path is not None:
