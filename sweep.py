@@ -1,13 +1,17 @@
 """Run a sweep of position schemes: ``python sweep.py [--quick] [key=v1,v2 ...]``.
 
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
-schemes on ``svo`` and ``copy``) into ``runs/ablation/`` and prints the comparison table.
-``--quick`` runs ``configs/quick.yaml``, a one-minute first look. ``--launcher slurm`` runs
-every run as a SLURM job through submitit instead of local workers (README, "Scaling out").
+schemes on ``svo`` and ``copy``, three seeds) into ``runs/ablation/`` and prints the comparison
+table; ``python -m lab.readme runs/ablation`` then puts its results into ``docs/`` and the README.
+``--quick`` runs ``configs/quick.yaml``, a one-minute smoke test of the pipeline. ``--launcher
+slurm`` runs every run as a SLURM job through submitit instead of local workers (README,
+"Scaling out").
 """
 
 import argparse
+import json
 import os
+import platform
 import shlex
 import signal
 import sys
@@ -26,6 +30,7 @@ from lab.cluster import (
     submit_all,
 )
 from lab.config import ConfigError
+from lab.files import atomic_write
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
@@ -99,12 +104,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     started = time.perf_counter()
+    if args.quick:
+        print("--quick is a smoke test: short training, small evaluation sets; draw no conclusions")
     if args.launcher != "local":
+        workers = len(specs)  # one job each
         records, signum = submit_all(specs, executor, cluster)
         if signum is not None:  # the jobs go on; submit_all said so
             return 128 + signum
     else:
-        records, signum = run_locally(specs, sweep.out_dir, args.workers)
+        workers = args.workers or min(len(specs), torch.cuda.device_count() or os.cpu_count() or 1)
+        print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
+        records, signum = run_all(specs, workers, torch.cuda.device_count())
     if signum is not None:
         print(
             "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
@@ -113,15 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 128 + signum
     seconds = time.perf_counter() - started
-    return report(records, Path(sweep.out_dir), seconds)
-
-
-def run_locally(specs: list[RunSpec], out_dir: str, workers: int) -> tuple[list[dict], int | None]:
-    """:func:`run_all` with ``workers`` parallel runs (0: one per GPU, else one per CPU core)."""
-    gpus = torch.cuda.device_count()
-    workers = workers or min(len(specs), gpus or os.cpu_count() or 1)
-    print(f"{len(specs)} runs into {out_dir}/ with {workers} worker(s)")
-    return run_all(specs, workers, gpus)
+    return report(records, Path(sweep.out_dir), seconds, workers)
 
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:
@@ -159,8 +161,9 @@ def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], 
     return records, received[0] if received else None
 
 
-def report(records: list[dict], out_dir: Path, seconds: float) -> int:
-    """Write the comparison report, print it and where everything is.
+def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1) -> int:
+    """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
+    table and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker):
@@ -172,6 +175,8 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
     failed = [r for r in records if r["status"] == "failed"]
     stopped = [r for r in records if r["status"] == "interrupted"]
     paths = write_reports(results, out_dir) if results else {}
+    if results:
+        paths["timing"] = write_timing(records, out_dir, seconds, workers)
     print()
     if results:
         print(summary_table(results, out_dir))
@@ -193,6 +198,21 @@ def report(records: list[dict], out_dir: Path, seconds: float) -> int:
         print(f"{name}: {path}")
     print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
     return 1 if failed or stopped else 0
+
+
+def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
+    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
+    cpu = platform.processor() or platform.machine()
+    machine = f"{os.cpu_count()} CPU core(s) ({cpu}), torch {torch.__version__}"
+    if torch.cuda.is_available():
+        machine += f", GPU {torch.cuda.get_device_name(0)}"
+    timing = {
+        "seconds": round(seconds, 1),
+        "workers": workers,
+        "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
+        "machine": machine,
+    }
+    return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
 
 
 if __name__ == "__main__":

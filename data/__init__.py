@@ -6,23 +6,20 @@ options, one line in :func:`build_task`.
 
 from data.base import BOS, EOS, SEP, Batch, Task, available_tasks, register, task_class
 from data.sequence import CopyTask, ReverseTask, SortTask
-from data.svo import SVOTask
+from data.svo import SVOTask  # noqa: F401  (registers svo)
 
 
-def build_task(name: str, n_symbols: int = 16, svo_facts: int = 1) -> Task:
+def build_task(name: str, n_symbols: int = 16) -> Task:
     """Instantiate the task registered as ``name`` with its options.
 
     Args:
         name: a registered task (``svo``, ``copy``, ``reverse``, ``sort``).
         n_symbols: alphabet size of the symbol tasks.
-        svo_facts: number of facts in an ``svo`` prompt.
 
     Raises:
         ValueError: unknown task or invalid option, naming the value and what is allowed.
     """
     cls = task_class(name)
-    if issubclass(cls, SVOTask):
-        return cls(n_facts=svo_facts)
     if issubclass(cls, (CopyTask, ReverseTask, SortTask)):
         return cls(n_symbols=n_symbols)
     return cls()

@@ -77,6 +77,11 @@ class Task:
         """Draw ``n`` examples of ``length``: int arrays ``prompts (n, P)``, ``answers (n, A)``."""
         raise NotImplementedError
 
+    def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
+        """Two batches of ``n`` rows whose prompts differ by a swap of two items (the same bag
+        of tokens) and whose answers differ; only where ``supports_minimal_pairs`` is true."""
+        raise NotImplementedError(f"task {self.name!r} has no minimal pairs")
+
     @property
     def vocab_size(self) -> int:
         """Number of token ids."""

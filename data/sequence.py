@@ -3,13 +3,16 @@
 The prompt is ``length`` symbols drawn uniformly (with replacement) from an alphabet of
 ``n_symbols``; the answer is a function of the prompt. ``sort`` depends on the multiset of
 symbols only, so it is a control: the answer does not change when the prompt is permuted.
+``copy`` and ``reverse`` have minimal pairs: swapping two different symbols of the prompt keeps
+its bag of symbols and changes the answer, so a model blind to order answers at most one of the
+two right.
 """
 
 import string
 
 import numpy as np
 
-from data.base import BOS, EOS, SEP, Task, register
+from data.base import BOS, EOS, SEP, Batch, Task, register
 
 _SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits
 
@@ -37,10 +40,40 @@ class SymbolTask(Task):
         """The ``(n, L)`` answers of ``(n, L)`` prompts."""
         raise NotImplementedError
 
+    def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
+        """``n`` prompts and the same prompts with two different symbols swapped.
+
+        Two distinct columns are drawn per row; where they hold the same symbol, the second is
+        replaced by another one first, so every swap changes the prompt and (for ``copy`` and
+        ``reverse``) the answer.
+
+        Raises:
+            ValueError: ``length < 2`` (nothing to swap).
+        """
+        self.check_length(length)
+        if length < 2:
+            raise ValueError(
+                f"task {self.name!r} needs length >= 2 for swapped pairs, got {length}"
+            )
+        n_symbols = len(self.vocab) - self.first_symbol
+        prompts = rng.integers(self.first_symbol, len(self.vocab), size=(n, length))  # (n, L)
+        rows = np.arange(n)
+        i = rng.integers(length, size=n)
+        j = (i + rng.integers(1, length, size=n)) % length  # (n,), j != i
+        shift = rng.integers(1, n_symbols, size=n)
+        moved = (prompts[rows, j] - self.first_symbol + shift) % n_symbols + self.first_symbol
+        prompts[rows, j] = np.where(prompts[rows, i] == prompts[rows, j], moved, prompts[rows, j])
+        swapped = prompts.copy()
+        swapped[rows, i], swapped[rows, j] = prompts[rows, j], prompts[rows, i]
+        first = self.assemble(prompts, self.answer(prompts), length)
+        return first, self.assemble(swapped, self.answer(swapped), length)
+
 
 @register("copy")
 class CopyTask(SymbolTask):
     """``a c b <sep> a c b <eos>``: repeat the prompt."""
+
+    supports_minimal_pairs = True
 
     def answer(self, prompts: np.ndarray) -> np.ndarray:
         return prompts.copy()
@@ -49,6 +82,8 @@ class CopyTask(SymbolTask):
 @register("reverse")
 class ReverseTask(SymbolTask):
     """``a c b <sep> b c a <eos>``: the prompt in reverse order."""
+
+    supports_minimal_pairs = True
 
     def answer(self, prompts: np.ndarray) -> np.ndarray:
         return prompts[:, ::-1].copy()

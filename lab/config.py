@@ -73,18 +73,16 @@ class DataConfig:
         train_max_length: longest training ``length``, inclusive; each batch draws one length
             uniformly from this range.
         n_symbols: alphabet size of ``copy``, ``reverse`` and ``sort``.
-        svo_facts: facts per ``svo`` prompt (1 is the default; more is harder).
     """
 
     task: str = "svo"
     train_min_length: int = 3
     train_max_length: int = 12
     n_symbols: int = 16
-    svo_facts: int = 1
 
     def build_task(self) -> Task:
         """The task these settings describe (see :func:`data.build_task`)."""
-        return build_task(self.task, self.n_symbols, self.svo_facts)
+        return build_task(self.task, self.n_symbols)
 
     def __post_init__(self) -> None:
         if self.task not in available_tasks():
@@ -180,13 +178,12 @@ class EvalConfig:
 
     Attributes:
         lengths: explicit length grid; ``null`` uses the default grid: 4 lengths spread over the
-            training range and 8 evenly spaced lengths up to ``max_length_factor`` times the
-            longest training length.
+            training range and 1.1, 1.25, 1.5, 2, 3 and 4 times the longest training length (up
+            to ``max_length_factor``). The multiples are always evaluated.
         max_length_factor: longest evaluated length over the longest training length.
         samples: sequences per length.
         batch_tokens: evaluation batch size in tokens (rows per batch = batch_tokens / length).
-        probe_samples: prompts for the permutation probe and ``svo`` minimal pairs.
-        threshold: exact-match level that defines the extrapolation ratio.
+        probe_samples: prompts for the permutation probe, and minimal pairs per length.
     """
 
     lengths: list[int] | None = None
@@ -194,7 +191,6 @@ class EvalConfig:
     samples: int = 256
     batch_tokens: int = 32768
     probe_samples: int = 256
-    threshold: float = 0.9
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
@@ -210,8 +206,6 @@ class EvalConfig:
                 raise ConfigError(
                     f"eval.{name}={value} is invalid; it must be in [1, {MAX_SAMPLES}]"
                 )
-        if not 0 < self.threshold <= 1:
-            raise ConfigError(f"eval.threshold={self.threshold} is invalid; it must be in (0, 1]")
         if self.lengths is not None and (not self.lengths or min(self.lengths) < 1):
             raise ConfigError(f"eval.lengths={self.lengths} is invalid; give lengths >= 1")
 

@@ -28,7 +28,7 @@ from lab.config import (
     config_to_dict,
     load_config,
 )
-from lab.extrapolation import LengthResult, default_lengths, evaluate_length
+from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
 from lab.runtime import resolve_device
@@ -121,7 +121,8 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
 def evaluation_lengths(
     config: Config, eval_config: EvalConfig, task: Task
 ) -> tuple[list[int], list[int]]:
-    """The length grid, and every length to evaluate (the grid plus 2x and 4x the longest).
+    """The length grid, and every length to evaluate (the grid plus the multiples of the longest
+    training length, :func:`lab.extrapolation.multiple_lengths`).
 
     Returns:
         ``(grid, lengths)``: sorted lists of ints; ``grid`` defines the summary figures.
@@ -139,32 +140,7 @@ def evaluation_lengths(
             f"eval.lengths contains {grid[0]} but task {task.name!r} needs length >= "
             f"{task.min_length}"
         )
-    return grid, sorted({*grid, 2 * high, 4 * high})
-
-
-def extrapolation_ratio(
-    results: list[LengthResult], grid: list[int], train_max: int, threshold: float
-) -> tuple[float, str | None]:
-    """Longest grid length ``L`` with exact-match >= ``threshold`` at every grid length <= ``L``
-    (contiguous from the shortest), over ``train_max``; 0.0 if the shortest length fails.
-
-    An unsupported length ends the run of passing lengths like a failing one.
-
-    Returns:
-        ``(ratio, note)``: ``note`` says where and why the run of passing lengths stopped early
-        because of an unsupported length, else None.
-    """
-    by_length = {r.length: r for r in results}
-    passed = 0
-    for length in grid:
-        result = by_length[length]
-        if not result.supported:
-            note = f"extrapolation_ratio: stops at unsupported length {length}: {result.reason}"
-            return passed / train_max, note
-        if result.exact_match < threshold:
-            break
-        passed = length
-    return passed / train_max, None
+    return grid, sorted({*grid, *multiple_lengths(high, eval_config.max_length_factor).values()})
 
 
 LEARNED = 0.95
@@ -172,20 +148,21 @@ LEARNED = 0.95
 
 
 def summarize(
-    results: list[LengthResult], grid: list[int], train_min: int, train_max: int, threshold: float
+    results: list[LengthResult], grid: list[int], train_min: int, train_max: int, factor: float
 ) -> dict[str, Any]:
     """The summary figures of an extrapolation curve.
 
     Args:
-        results: one :class:`LengthResult` per evaluated length (the grid, 2x and 4x included).
+        results: one :class:`LengthResult` per evaluated length (grid and multiples).
         grid: the grid lengths (a subset of the results' lengths).
         train_min, train_max: the training range.
-        threshold: exact-match level of the extrapolation ratio.
+        factor: ``eval.max_length_factor``: multiples up to it are summarised.
 
     Returns:
-        ``{"in_dist", "at_2x", "at_4x", "extrapolation_ratio", "threshold", "notes"}``: the mean
-        exact-match over grid lengths inside the training range, exact-match at ``2 * train_max``
-        and ``4 * train_max``, the ratio; None (with a note) where a length is unsupported.
+        ``{"in_dist", "at", "notes"}``: the mean exact-match over grid lengths inside the
+        training range, and ``at``: exact-match at each multiple of ``train_max``
+        (``{"1.1x": ..., "1.25x": ..., ...}``, see :data:`lab.extrapolation.MULTIPLES`); None
+        (with a note) where a length is unsupported.
     """
     by_length = {r.length: r for r in results}
     notes = []
@@ -204,22 +181,12 @@ def summarize(
                 "not learnable for this model; its extrapolation figures say little"
             )
     at = {}
-    for name, length in (("at_2x", 2 * train_max), ("at_4x", 4 * train_max)):
+    for label, length in multiple_lengths(train_max, factor).items():
         result = by_length[length]
-        at[name] = result.exact_match if result.supported else None
+        at[label] = result.exact_match if result.supported else None
         if not result.supported:
-            notes.append(f"{name}: length {length} is unsupported: {result.reason}")
-    ratio, note = extrapolation_ratio(results, grid, train_max, threshold)
-    if note:
-        notes.append(note)
-    return {
-        "in_dist": in_dist,
-        "at_2x": at["at_2x"],
-        "at_4x": at["at_4x"],
-        "extrapolation_ratio": ratio,
-        "threshold": threshold,
-        "notes": notes,
-    }
+            notes.append(f"{label}: length {length} is unsupported: {result.reason}")
+    return {"in_dist": in_dist, "at": at, "notes": notes}
 
 
 def evaluate_model(
@@ -249,21 +216,22 @@ def evaluate_model(
     for length in lengths:
         if progress is not None:
             progress.set_postfix_str(f"length {length}")
-        results.append(evaluate_length(model, task, length, e.samples, config.seed, e.batch_tokens))
+        result = evaluate_length(model, task, length, e.samples, config.seed, e.batch_tokens)
+        pairs = minimal_pair_accuracy(
+            model, task, length, e.probe_samples, config.seed, e.batch_tokens
+        )
+        if pairs is not None and pairs.pair_accuracy is not None:
+            result.pairs, result.pair_accuracy = pairs.pairs, pairs.pair_accuracy
+        results.append(result)
         if progress is not None:
             progress.update(1)
-    summary = summarize(results, grid, d.train_min_length, d.train_max_length, e.threshold)
+    summary = summarize(results, grid, d.train_min_length, d.train_max_length, e.max_length_factor)
     probe_length = d.train_max_length
     probe = permutation_probe(
         model, task, probe_length, e.probe_samples, config.seed, e.batch_tokens
     )
     if probe.reason:
         summary["notes"].append(f"permutation probe: {probe.reason}")
-    pairs = minimal_pair_accuracy(
-        model, task, probe_length, e.probe_samples, config.seed, e.batch_tokens
-    )
-    if pairs is not None and pairs.reason:
-        summary["notes"].append(f"minimal pairs: {pairs.reason}")
     if progress is not None:
         progress.update(1)
     saved = config_to_dict(config)
@@ -283,11 +251,10 @@ def evaluate_model(
             "permutation_tvd": probe.tvd,
             "permutation_argmax_changed": probe.argmax_changed,
             "order_blind": probe.order_blind,
-            "minimal_pair_member_accuracy": pairs.member_accuracy if pairs else None,
-            "minimal_pair_accuracy": pairs.pair_accuracy if pairs else None,
             "probe_length": probe_length,
             "probe_samples": e.probe_samples,
         },
+        "train_steps": None,
         "eval_seconds": time.perf_counter() - started,
     }
 
@@ -325,6 +292,7 @@ def evaluate_run(
             f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"
         )
     result["run_dir"] = str(run_dir)
+    result["train_steps"] = state.get("step")
     result["eval_seconds"] = time.perf_counter() - started
     destination = run_dir if write_to is None else write_to
     write_eval_json(result, destination)

@@ -1,14 +1,20 @@
-"""Accuracy at one task length, and the length grid of an extrapolation curve."""
+"""Accuracy at one task length, and the length grid of an extrapolation curve.
+
+The grid always holds fixed multiples of the longest training length (:data:`MULTIPLES`), dense
+just past it, so "extrapolates a little" and "not at all" read differently, and runs with
+different training ranges compare at the same relative lengths.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
-from data import Task
-from lab.batches import EVAL_STREAM, data_rng
+from data import Batch, Task
+from lab.batches import evaluation_set
 from lab.metrics import score_answers, wilson_interval
 from lab.runtime import autocast
 from model import Transformer
@@ -27,6 +33,12 @@ class LengthResult:
         token_accuracy: share of answer tokens right (None when unsupported).
         supported: False when the position scheme cannot encode this length.
         reason: why a length is unsupported.
+        correct: one character per sequence, ``"1"`` right and ``"0"`` wrong, in evaluation-set
+            order (the same sequences for every run of a seed, so two schemes can be compared
+            sequence by sequence); None when unsupported.
+        pairs: swapped pairs probed at this length (0 when the task has none).
+        pair_accuracy: share of swapped pairs with both members right (see
+            :func:`lab.probe.minimal_pair_accuracy`); None when not probed.
     """
 
     length: int
@@ -38,6 +50,9 @@ class LengthResult:
     token_accuracy: float | None
     supported: bool = True
     reason: str | None = None
+    correct: str | None = None
+    pairs: int = 0
+    pair_accuracy: float | None = None
 
     def to_dict(self) -> dict:
         """Plain dict for JSON and CSV."""
@@ -54,47 +69,76 @@ def unsupported_reason(model: torch.nn.Module, tokens: int) -> str | None:
     return None
 
 
-@torch.inference_mode()
 def evaluate_length(
     model: Transformer, task: Task, length: int, samples: int, seed: int, batch_tokens: int = 32768
 ) -> LengthResult:
-    """Teacher-forced exact-match and per-token accuracy of ``model`` at ``length``.
+    """Teacher-forced exact-match of ``model`` on the ``samples`` test sequences at ``length``
+    (:func:`lab.batches.evaluation_set`: the same for every model of a seed)."""
+    return evaluate_batch(model, evaluation_set(task, seed, length, samples), batch_tokens)
 
-    The ``samples`` sequences come from the evaluation stream of ``seed`` at this length, the
-    same for every model. Batches hold about ``batch_tokens`` tokens, so memory stays bounded
-    at any length.
+
+@torch.inference_mode()
+def evaluate_batch(model: Transformer, batch: Batch, batch_tokens: int = 32768) -> LengthResult:
+    """Teacher-forced exact-match and per-token accuracy of ``model`` on ``batch``'s rows.
+
+    Rows are scored in chunks of about ``batch_tokens`` tokens, so memory stays bounded at any
+    length. Returns an unsupported :class:`LengthResult` (with the reason) when the position
+    scheme cannot encode the sequences.
     """
     device = next(model.parameters()).device
-    rng = data_rng(seed, EVAL_STREAM, length)
-    probe = task.sample(rng, length, 1)
-    tokens = probe.inputs.shape[1]
+    samples, tokens = batch.inputs.shape
     reason = unsupported_reason(model, tokens)
     if reason is not None:
-        return LengthResult(length, tokens, 0, None, None, None, None, False, reason)
+        return LengthResult(batch.length, tokens, 0, None, None, None, None, False, reason)
     rows = max(1, batch_tokens // tokens)
     was_training = model.training
     model.eval()
-    exact = correct = 0
-    remaining = samples
-    while remaining > 0:
-        batch = task.sample(rng, length, min(rows, remaining)).to(device)
+    hits, correct = [], 0
+    for start in range(0, samples, rows):
+        chunk = Batch(batch.tokens[start : start + rows], batch.answer_start, batch.length)
+        chunk = chunk.to(device)
         with autocast(device):
-            scores = score_answers(model(batch.inputs, prefix_len=batch.answer_start), batch)
-        exact += int(scores.exact.sum())
+            scores = score_answers(model(chunk.inputs, prefix_len=chunk.answer_start), chunk)
+        hits.append(scores.exact.cpu())
         correct += int(scores.correct_tokens.sum())
-        remaining -= batch.tokens.shape[0]
-        answer_tokens = scores.answer_tokens
     model.train(was_training)
-    low, high = wilson_interval(exact, samples)
+    exact = torch.cat(hits)  # (samples,) bool
+    right = int(exact.sum())
+    low, high = wilson_interval(right, samples)
+    answer_tokens = batch.answer_targets.shape[1]
     return LengthResult(
-        length, tokens, samples, exact / samples, low, high, correct / (samples * answer_tokens)
+        batch.length,
+        tokens,
+        samples,
+        right / samples,
+        low,
+        high,
+        correct / (samples * answer_tokens),
+        correct="".join("1" if hit else "0" for hit in exact.tolist()),
     )
 
 
+MULTIPLES = (1.1, 1.25, 1.5, 2.0, 3.0, 4.0)
+"""Multiples of the longest training length that every default grid evaluates."""
+
+
+def multiple_label(multiple: float) -> str:
+    """``1.25 -> '1.25x'``, ``2.0 -> '2x'``."""
+    return f"{multiple:g}x"
+
+
+def multiple_lengths(train_max: int, factor: float) -> dict[str, int]:
+    """``{label: length}`` of the :data:`MULTIPLES` up to ``factor``: ``m * train_max`` rounded
+    half up, at least ``train_max + 1`` (so every multiple lies past training)."""
+    return {
+        multiple_label(m): max(train_max + 1, math.floor(m * train_max + 0.5))
+        for m in MULTIPLES
+        if m <= factor
+    }
+
+
 def default_lengths(train_min: int, train_max: int, factor: float) -> list[int]:
-    """The default grid: 4 lengths spread over the training range, then 8 evenly spaced ones
-    from just past ``train_max`` up to ``factor * train_max``."""
+    """The default grid: 4 lengths spread over the training range, then the lengths of
+    :func:`multiple_lengths` (1.1x, 1.25x, 1.5x, 2x, 3x, 4x, up to ``factor``)."""
     inside = np.linspace(train_min, train_max, 4).round().astype(int).tolist()
-    longest = int(round(factor * train_max))
-    beyond = np.linspace(train_max, longest, 9)[1:].round().astype(int).tolist()
-    return sorted({*inside, *(n for n in beyond if n > train_max)})
+    return sorted({*inside, *multiple_lengths(train_max, factor).values()})

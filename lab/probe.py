@@ -1,4 +1,4 @@
-"""Order-sensitivity probes: a task-independent permutation probe and ``svo`` minimal pairs.
+"""Order-sensitivity probes: an order-blindness check and swapped (minimal) pairs.
 
 Permutation probe. Take real prompts, shuffle their content tokens (everything before
 ``<sep>`` except a leading ``<bos>``, which stays put like ``<sep>``), feed each prompt through
@@ -11,13 +11,15 @@ permutation-equivariant: permuting the tokens before ``<sep>`` permutes their ou
 the output *at* ``<sep>`` unchanged (attention there is a weighted sum over a set), so its
 distance is float noise (< :data:`ORDER_BLIND_TVD`). A causal model without positions is not
 order-blind: the causal mask gives every earlier token a different context, so the ``<sep>``
-output sees different hidden states after a shuffle. Every positional scheme moves it too.
+output sees different hidden states after a shuffle. Every positional scheme moves it too. Only
+the yes/no verdict is reported: the size of the distance is largely fixed by the task (on
+``copy`` it is about the share of prompts whose first symbol moves), not a per-scheme result.
 
-Minimal pairs (``svo``). Each pair swaps the subject and object of the asked fact: the bag of
-tokens is unchanged and the answer flips, so a model blind to order answers at most one member
-of every pair (member accuracy <= 50%, pair accuracy 0%). Answers are scored teacher-forced
-(equal to greedy decoding); a bidirectional model reads them as a prefix LM, so it cannot see
-them in its input.
+Minimal pairs (every task with ``supports_minimal_pairs``: ``svo``, ``copy``, ``reverse``). Each
+pair swaps two prompt items: the bag of tokens is unchanged and the answer changes, so a model
+blind to order answers at most one member of every pair (pair accuracy 0%). Answers are scored
+teacher-forced (equal to greedy decoding); a bidirectional model reads them as a prefix LM, so
+it cannot see them in its input. ``eval.py`` probes pairs at every evaluated length.
 """
 
 from __future__ import annotations
@@ -186,12 +188,16 @@ def minimal_pair_accuracy(
     bidirectional model reads them as a prefix LM, so it never sees the answer.
 
     Returns:
-        A :class:`MinimalPairs`, or None when the task has no minimal pairs
+        A :class:`MinimalPairs` (with a reason when ``length`` has no pairs or the scheme cannot
+        encode it), or None when the task has no minimal pairs
         (``task.supports_minimal_pairs`` is false).
     """
     if not task.supports_minimal_pairs:
         return None
-    first, second = task.minimal_pairs(data_rng(seed, PROBE_STREAM, length), length, pairs)
+    try:
+        first, second = task.minimal_pairs(data_rng(seed, PROBE_STREAM, length), length, pairs)
+    except ValueError as error:
+        return MinimalPairs(length, pairs, None, None, str(error))
     reason = unsupported_reason(model, first.inputs.shape[1])
     if reason is not None:
         return MinimalPairs(length, pairs, None, None, reason)

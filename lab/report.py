@@ -19,9 +19,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from lab.files import atomic_write, atomic_writer
+from lab.stats import t_interval
 from model.position import available_schemes
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EVAL_NAME = "eval.json"
 DASH = "—"
 
@@ -39,6 +40,9 @@ _LENGTH_RESULT = {
         "token_accuracy",
         "supported",
         "reason",
+        "correct",
+        "pairs",
+        "pair_accuracy",
     ],
     "additionalProperties": False,
     "properties": {
@@ -51,18 +55,18 @@ _LENGTH_RESULT = {
         "token_accuracy": _FRACTION_OR_NULL,
         "supported": {"type": "boolean"},
         "reason": {"type": ["string", "null"]},
+        "correct": {"type": ["string", "null"], "pattern": "^[01]*$"},
+        "pairs": {"type": "integer", "minimum": 0},
+        "pair_accuracy": _FRACTION_OR_NULL,
     },
 }
 _SUMMARY = {
     "type": "object",
-    "required": ["in_dist", "at_2x", "at_4x", "extrapolation_ratio", "threshold", "notes"],
+    "required": ["in_dist", "at", "notes"],
     "additionalProperties": False,
     "properties": {
         "in_dist": _FRACTION_OR_NULL,
-        "at_2x": _FRACTION_OR_NULL,
-        "at_4x": _FRACTION_OR_NULL,
-        "extrapolation_ratio": {"type": "number", "minimum": 0},
-        "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "at": {"type": "object", "additionalProperties": _FRACTION_OR_NULL},
         "notes": {"type": "array", "items": {"type": "string"}},
     },
 }
@@ -72,8 +76,6 @@ _ORDER = {
         "permutation_tvd",
         "permutation_argmax_changed",
         "order_blind",
-        "minimal_pair_member_accuracy",
-        "minimal_pair_accuracy",
         "probe_length",
         "probe_samples",
     ],
@@ -82,8 +84,6 @@ _ORDER = {
         "permutation_tvd": _FRACTION_OR_NULL,
         "permutation_argmax_changed": _FRACTION_OR_NULL,
         "order_blind": {"type": ["boolean", "null"]},
-        "minimal_pair_member_accuracy": _FRACTION_OR_NULL,
-        "minimal_pair_accuracy": _FRACTION_OR_NULL,
         "probe_length": _LENGTH,
         "probe_samples": _LENGTH,
     },
@@ -104,6 +104,7 @@ SCHEMA: dict[str, Any] = {
         "lengths",
         "summary",
         "order",
+        "train_steps",
         "eval_seconds",
     ],
     "additionalProperties": False,
@@ -119,6 +120,7 @@ SCHEMA: dict[str, Any] = {
         "lengths": {"type": "array", "items": _LENGTH_RESULT, "minItems": 1},
         "summary": _SUMMARY,
         "order": _ORDER,
+        "train_steps": {"type": ["integer", "null"], "minimum": 0},
         "eval_seconds": {"type": "number", "minimum": 0},
     },
 }
@@ -137,6 +139,7 @@ CSV_COLUMNS = (
     "exact_match_low",
     "exact_match_high",
     "token_accuracy",
+    "pair_accuracy",
 )
 
 
@@ -189,10 +192,6 @@ def percent(value: float | None) -> str:
     return DASH if value is None else f"{100 * value:.1f}%"
 
 
-def _number(value: float | None, spec: str) -> str:
-    return DASH if value is None else format(value, spec)
-
-
 def format_table(headers: list[str], rows: list[list[str]]) -> str:
     """A Markdown table with padded columns (readable as plain text too)."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
@@ -203,53 +202,36 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
     )
 
 
-SUMMARY_HEADERS = ["in-distribution", "2x", "4x", "extrapolation ratio"]
-SUMMARY_HEADERS += ["minimal-pair accuracy", "permutation TVD"]
+SUMMARY_MULTIPLES = ("1.25x", "1.5x", "2x", "4x")
+SUMMARY_HEADERS = ["in-distribution", *SUMMARY_MULTIPLES, "pairs in-dist", "order-blind"]
 
 
-def _figures(summary: dict, order: dict) -> list[str]:
+def _figures(result: dict[str, Any]) -> list[str]:
+    summary, low, high = result["summary"], *result["train_lengths"]
+    pairs = [
+        row["pair_accuracy"]
+        for row in result["lengths"]
+        if low <= row["length"] <= high and row["length"] in result["grid_lengths"]
+    ]
+    blind = result["order"]["order_blind"]
     return [
         percent(summary["in_dist"]),
-        percent(summary["at_2x"]),
-        percent(summary["at_4x"]),
-        _number(summary["extrapolation_ratio"], ".2f"),
-        percent(order["minimal_pair_accuracy"]),
-        _number(order["permutation_tvd"], ".2e"),
+        *(percent(summary["at"].get(label)) for label in SUMMARY_MULTIPLES),
+        percent(sum(pairs) / len(pairs)) if pairs and None not in pairs else DASH,
+        DASH if blind is None else ("yes" if blind else "no"),
     ]
 
 
 def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> str:
-    """One row per run: run, scheme, task, seed and the summary figures."""
+    """One row per run: run, scheme, task, seed, exact-match in distribution and at 1.25x,
+    1.5x, 2x and 4x the longest training length, minimal pairs in distribution, order-blind,
+    and the optimizer steps it trained."""
     rows = [
-        [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"])]
-        + _figures(r["summary"], r["order"])
+        [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"]), *_figures(r)]
+        + [DASH if r.get("train_steps") is None else str(r["train_steps"])]
         for r in ordered(results)
     ]
-    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS], rows)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
-def means_table(results: list[dict[str, Any]]) -> str | None:
-    """Means over seeds per (scheme, task), or None when no (scheme, task) has several runs."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for r in results:
-        groups[(scheme_label(r), r["task"])].append(r)
-    if all(len(g) < 2 for g in groups.values()):
-        return None
-    rows = []
-    for (scheme, task), runs in sorted(groups.items()):
-        summary = {
-            k: _mean([r["summary"][k] for r in runs])
-            for k in ("in_dist", "at_2x", "at_4x", "extrapolation_ratio")
-        }
-        order = {k: _mean([r["order"][k] for r in runs]) for k in ("minimal_pair_accuracy",)}
-        order["permutation_tvd"] = _mean([r["order"]["permutation_tvd"] for r in runs])
-        rows.append([scheme, task, str(len(runs)), *_figures(summary, order)])
-    return format_table(["scheme", "task", "runs", *SUMMARY_HEADERS], rows)
+    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS, "steps"], rows)
 
 
 def length_table(result: dict[str, Any]) -> str:
@@ -264,9 +246,10 @@ def length_table(result: dict[str, Any]) -> str:
         note = note if r["supported"] else f"unsupported: {r['reason']}"
         rows.append(
             [str(r["length"]), str(r["tokens"]), percent(r["exact_match"]), interval]
-            + [percent(r["token_accuracy"]), note]
+            + [percent(r["token_accuracy"]), percent(r["pair_accuracy"]), note]
         )
-    headers = ["length", "tokens", "exact-match", "95% interval", "token accuracy", "note"]
+    headers = ["length", "tokens", "exact-match", "95% interval", "token accuracy", "pairs"]
+    headers.append("note")
     return format_table(headers, rows)
 
 
@@ -285,8 +268,9 @@ def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -
 def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
     """Exact-match against length: one panel per task, one line per scheme (mean over seeds).
 
-    Error bars are the 95% Wilson interval for a single run and the min..max over seeds for
-    several. The training range is shaded, and a dashed line marks the longest training length.
+    Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
+    (:func:`lab.stats.t_interval`, clipped to [0, 1]) for several. The training range is
+    shaded, and a dashed line marks the longest training length.
     Unsupported lengths are left out, so a line stops where its scheme stops.
 
     Returns:
@@ -321,9 +305,11 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
             for x in xs:
                 values = [p["exact_match"] for p in points[x]]
                 mean = sum(values) / len(values)
-                low, high = min(values), max(values)  # spread over seeds
-                if len(group) == 1:  # one run: its 95% Wilson interval
+                interval = t_interval(values)  # over seeds; None bounds for one run
+                if interval.low is None:  # one run: its 95% Wilson interval
                     low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
+                else:
+                    low, high = max(0.0, interval.low), min(1.0, interval.high)
                 means.append(mean)
                 below.append(mean - low)
                 above.append(high - mean)
@@ -349,7 +335,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         loc="outside lower center",
         ncols=min(len(handles), 7),
         fontsize="small",
-        title="error bars: 95% Wilson interval (one run), min..max over seeds (several)",
+        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)",
         title_fontsize="small",
     )
     if path is not None:
@@ -393,23 +379,7 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         writer.writerows(csv_rows(results, out))
     atomic_write(paths["json"], json.dumps(results, indent=2, allow_nan=False) + "\n")
     plot_accuracy_vs_length(results, paths["plot"])
-    lines = ["# Evaluation report", "", summary_table(results, out), ""]
-    means = means_table(results)
-    if means:
-        lines += ["## Means over seeds", "", means, ""]
-    notes = [(run_label(r, out), n) for r in results for n in r["summary"]["notes"]]
-    if notes:
-        lines += ["## Notes", "", *(f"- {run}: {note}" for run, note in notes), ""]
-    lines += [
-        "In-distribution is the mean exact-match over grid lengths inside the training range; "
-        "2x and 4x are exact-match at those multiples of the longest training length; the "
-        "extrapolation ratio is the longest grid length up to which every length reaches the "
-        "threshold, over the longest training length. Permutation TVD is the mean total "
-        "variation distance of the next-token distribution at `<sep>` after shuffling the "
-        f"prompt (< 1e-5: order-blind). {DASH}: not applicable or unsupported.",
-        "",
-        "![exact-match against length](accuracy_vs_length.png)",
-        "",
-    ]
-    atomic_write(paths["markdown"], "\n".join(lines))
+    from lab.overview import markdown_report  # it builds on this module's tables
+
+    atomic_write(paths["markdown"], markdown_report(results, out))
     return paths

@@ -9,10 +9,10 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summary
 
-from data import Task
-from lab.batches import SAMPLE_STREAM, data_rng
+from data import Batch, Task
+from lab.batches import SAMPLE_STREAM, data_rng, validation_set
 from lab.config import Config, config_to_dict
-from lab.extrapolation import evaluate_length, unsupported_reason
+from lab.extrapolation import evaluate_batch, unsupported_reason
 from lab.metrics import score_answers
 from model import Transformer
 
@@ -26,13 +26,15 @@ def periodic_lengths(config: Config) -> dict[str, list[int]]:
 def periodic_eval(
     model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int
 ) -> dict[str, float]:
-    """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``."""
+    """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``.
+
+    Scored on validation sets (:func:`lab.batches.validation_set`: their own seed stream, never
+    a sequence of the evaluation set), so early stopping does not read the test data.
+    """
     summary = {}
     for name, lengths in periodic_lengths(config).items():
         results = [
-            evaluate_length(
-                model, task, n, config.train.eval_samples, config.seed, config.eval.batch_tokens
-            )
+            evaluate_batch(model, validation(task, config, n), config.eval.batch_tokens)
             for n in lengths
         ]
         results = [r for r in results if r.supported]
@@ -43,6 +45,18 @@ def periodic_eval(
         writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
         writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
     return summary
+
+
+_VALIDATION: dict[tuple, Batch] = {}
+
+
+def validation(task: Task, config: Config, length: int) -> Batch:
+    """The run's validation set at ``length``, drawn once per process and then reused."""
+    key = (task.name, tuple(task.vocab), config.seed, length, config.train.eval_samples)
+    key += (config.eval.samples,)
+    if key not in _VALIDATION:
+        _VALIDATION[key] = validation_set(task, config.seed, length, *key[-2:])
+    return _VALIDATION[key]
 
 
 @torch.inference_mode()

@@ -18,7 +18,7 @@ import itertools
 import os
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,15 @@ class Sweep:
         base: dotted ``key=value`` overrides shared by every run.
         grid: dotted key -> values; every combination is one run.
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
+        command_line: single-value ``key=value`` overrides from the command line; they are
+            applied after ``base`` and ``when``, so a value the user typed always wins.
     """
 
     out_dir: str
     base: list[str]
     grid: dict[str, list[Any]]
     when: dict[str, list[str]]
+    command_line: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -113,7 +116,7 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         elif key in sweep.grid:
             sweep.grid[key] = [value]
         else:
-            sweep.base.append(f"{key}={value}")
+            sweep.command_line.append(f"{key}={value}")
     if not sweep.out_dir.strip():
         raise ConfigError(
             f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
@@ -127,7 +130,11 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
-    """Every combination of the grid as a :class:`RunSpec`, in grid order."""
+    """Every combination of the grid as a :class:`RunSpec`, in grid order.
+
+    Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
+    run's grid values.
+    """
     keys = list(sweep.grid)
     specs = []
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
@@ -146,7 +153,8 @@ def expand(sweep: Sweep) -> list[RunSpec]:
                 f"two runs of the grid would share the folder {run_dir!r} ({chosen}); "
                 "give each grid value once"
             )
-        specs.append(RunSpec(name, [*sweep.base, *extra, *grid_overrides, f"run_dir={run_dir}"]))
+        overrides = [*sweep.base, *extra, *sweep.command_line, *grid_overrides]
+        specs.append(RunSpec(name, [*overrides, f"run_dir={run_dir}"]))
     return specs
 
 

@@ -101,7 +101,7 @@ def test_overrides_apply_with_the_fields_types() -> None:
     # Everything not overridden keeps its default.
     assert config.model.n_layers == Config().model.n_layers
     assert config.train.steps == Config().train.steps
-    assert config.eval.threshold == Config().eval.threshold
+    assert config.eval.samples == Config().eval.samples
 
 
 def test_later_overrides_win_and_null_clears() -> None:
@@ -121,10 +121,7 @@ def test_every_position_scheme_is_accepted(scheme: str) -> None:
     ("overrides", "vocab_size"),
     [
         ([], len(build_task("svo").vocab)),
-        (
-            ["data.task=svo", "data.svo_facts=3", "data.train_min_length=9"],
-            build_task("svo", svo_facts=3).vocab_size,
-        ),
+        (["data.task=svo", "data.train_min_length=9"], build_task("svo").vocab_size),
         (["data.task=copy"], 16 + 3),
         (["data.task=reverse", "data.n_symbols=2"], 2 + 3),
         (["data.task=sort", "data.n_symbols=62"], 62 + 3),
@@ -195,9 +192,8 @@ def test_unknown_key_in_a_file_names_it(tmp_path: Path) -> None:
         ("train.lr=fast", "train.lr", "fast"),
         ("train.warmup_steps=5000", "train.warmup_steps", "train.steps"),
         ("data.task=bogus", "data.task", "copy"),
-        ("data.svo_facts=0", "data.svo_facts", "1..8"),
         ("data.train_min_length=1", "data.train_min_length", "3"),
-        ("eval.threshold=0", "eval.threshold", "(0, 1]"),
+        ("eval.max_length_factor=0.5", "eval.max_length_factor", ">= 1"),
         ("seed=x", "seed", "x"),
     ],
 )
@@ -253,7 +249,7 @@ def test_malformed_override(override: str) -> None:
 ROUND_TRIP = [
     [],
     ["model.position=alibi", "data.task=copy", "train.target_accuracy=0.99", "eval.lengths=[3,9]"],
-    ["data.task=svo", "data.svo_facts=2", "data.train_min_length=6", "model.dropout=0.1"],
+    ["data.task=svo", "data.train_min_length=6", "model.dropout=0.1"],
 ]
 
 

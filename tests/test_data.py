@@ -11,7 +11,11 @@ import pytest
 import torch
 
 from data import BOS, EOS, SEP, Batch, Task, available_tasks, build_task, register
-from data.svo import ADJECTIVES, AGENT, NOUNS, PATIENT, STOP, VERBS
+from data.shortcuts import SHORTCUTS, first_noun, fixed_offset, order_blind, shortcut_accuracy
+from data.svo import ADJECTIVES, AGENT, NOUNS, STOP, VERBS
+
+ACTIVE = {active for active, _ in VERBS}
+PASSIVE = {passive for _, passive in VERBS}
 
 TASKS = ("svo", "copy", "reverse", "sort")
 SYMBOL_TASKS = ("copy", "reverse", "sort")
@@ -71,7 +75,7 @@ def test_different_seeds_give_different_tokens(name: str) -> None:
 
 
 def test_svo_minimal_pairs_are_deterministic() -> None:
-    task = build_task("svo", svo_facts=2)
+    task = build_task("svo")
     a1, b1 = task.minimal_pairs(np.random.default_rng(5), 9, 16)
     a2, b2 = task.minimal_pairs(np.random.default_rng(5), 9, 16)
     assert torch.equal(a1.tokens, a2.tokens) and torch.equal(b1.tokens, b2.tokens)
@@ -171,114 +175,81 @@ def test_copy_and_reverse_answers_change_when_the_prompt_is_permuted(name: str) 
 # ---------------------------------------------------------------------------------------------
 
 
-def parse_svo(words: list[str]) -> tuple[list[tuple[str, str, str]], str, str]:
-    """Facts ``[(agent, verb, patient)]``, the asked role and the asked verb of a prompt.
+def parse_svo(words: list[str]) -> tuple[tuple[str, str, str], str]:
+    """The fact ``(first noun, verb form, last noun)`` and the question's verb form.
 
-    The agent is the noun right before the verb, the patient the noun after it; everything
-    else in a fact must be an adjective.
+    The first noun comes right before the verb form and the last one right before ``.``;
+    everything else in the fact must be an adjective; the question is ``agent? <verb form>``.
     """
-    assert words.count(STOP) >= 1
-    *fact_parts, question = " ".join(words).split(f" {STOP}")
-    question_words = question.split()
-    assert len(question_words) == 2, question
-    role, asked_verb = question_words
-    facts = []
-    for part in fact_parts:
-        fact = part.split()
-        verbs = [i for i, w in enumerate(fact) if w in VERBS]
-        assert len(verbs) == 1, part
-        v = verbs[0]
-        nouns = [i for i, w in enumerate(fact) if w in NOUNS]
-        assert nouns == [v - 1, len(fact) - 1], part  # noun verb ... noun
-        assert all(w in ADJECTIVES for i, w in enumerate(fact) if i not in (v, *nouns)), part
-        facts.append((fact[v - 1], fact[v], fact[-1]))
-    return facts, role, asked_verb
+    assert words.count(STOP) == 1
+    fact, question = " ".join(words).split(f" {STOP}")
+    fact, question = fact.split(), question.split()
+    assert question[0] == AGENT and len(question) == 2, question
+    verbs = [i for i, w in enumerate(fact) if w in ACTIVE | PASSIVE]
+    assert len(verbs) == 1, fact
+    v = verbs[0]
+    nouns = [i for i, w in enumerate(fact) if w in NOUNS]
+    assert nouns == [v - 1, len(fact) - 1], fact  # noun verb ... noun
+    assert all(w in ADJECTIVES for i, w in enumerate(fact) if i not in (v, *nouns)), fact
+    return (fact[v - 1], fact[v], fact[-1]), question[1]
 
 
 def svo_truth(words: list[str]) -> str:
-    """The right answer of an svo prompt, from its text alone."""
-    facts, role, asked_verb = parse_svo(words)
-    matching = [f for f in facts if f[1] == asked_verb]
-    assert len(matching) == 1
-    agent, _, patient = matching[0]
-    assert role in (AGENT, PATIENT)
-    return agent if role == AGENT else patient
+    """The agent, from the prompt's text alone: the first noun of an active fact, the last
+    noun of a passive one ("man is-bitten-by dog": the dog did it)."""
+    (first, verb, last), asked = parse_svo(words)
+    assert asked == verb
+    return last if verb in PASSIVE else first
 
 
-def content_words(words: list[str]) -> int:
-    """Nouns, verbs and adjectives of the facts (the question's verb is not content)."""
-    facts_text = words[: len(words) - 2]
-    return sum(w in NOUNS or w in VERBS or w in ADJECTIVES for w in facts_text)
-
-
-def test_svo_hand_checked_prompt() -> None:
+def test_svo_hand_checked_prompts() -> None:
     """The parser itself, on prompts read by hand."""
     words = tokens_of("big dog bites old man . agent? bites")
-    assert parse_svo(words) == ([("dog", "bites", "man")], AGENT, "bites")
+    assert parse_svo(words) == (("dog", "bites", "man"), "bites")
     assert svo_truth(words) == "dog"
-    assert svo_truth(tokens_of("big dog bites old man . patient? bites")) == "man"
-    words = tokens_of("dog sees cat . small fox feeds red lazy king . agent? feeds")
-    assert parse_svo(words)[0] == [("dog", "sees", "cat"), ("fox", "feeds", "king")]
-    assert svo_truth(words) == "fox"
-    assert content_words(words) == 9
-    words = tokens_of("dog sees cat . small fox feeds red lazy king . patient? sees")
-    assert svo_truth(words) == "cat"
+    assert svo_truth(tokens_of("big man bites old dog . agent? bites")) == "man"
+    assert svo_truth(tokens_of("old man is-bitten-by big dog . agent? is-bitten-by")) == "dog"
+    assert svo_truth(tokens_of("fox is-fed-by red lazy king . agent? is-fed-by")) == "king"
 
 
-@pytest.mark.parametrize(("facts", "length"), [(1, 3), (1, 8), (1, 20), (3, 9), (3, 14)])
-def test_svo_answers_are_the_asked_role_of_the_asked_verb(facts: int, length: int) -> None:
-    task = build_task("svo", svo_facts=facts)
-    batch = task.sample(np.random.default_rng(length + 100 * facts), length, 200)
+@pytest.mark.parametrize("length", [3, 8, 20, 48])
+def test_svo_answers_are_the_agent_in_either_voice(length: int) -> None:
+    task = build_task("svo")
+    batch = task.sample(np.random.default_rng(length), length, 200)
     assert batch.length == length
-    # <bos> + length content words + one "." per fact + role + verb + <sep> + answer + <eos>
-    assert batch.tokens.shape == (200, 1 + length + facts + 2 + 3)
-    roles, asked_facts, answers = set(), set(), set()
+    # <bos> + length content words + "." + agent? + verb + <sep> + answer + <eos>
+    assert batch.tokens.shape == (200, 1 + length + 3 + 3)
+    voices, places, answers = set(), set(), set()
     for row in batch.tokens:
         prompt, answer = split_text(task, row)
-        fact_list, role, verb = parse_svo(prompt)
-        assert len(fact_list) == facts
-        assert content_words(prompt) == length
-        nouns = [n for f in fact_list for n in (f[0], f[2])]
-        assert len(set(nouns)) == 2 * facts  # distinct nouns, so the answer is unambiguous
-        assert len({f[1] for f in fact_list}) == facts  # distinct verbs
+        (first, verb, last), _ = parse_svo(prompt)
+        assert len(prompt) - 3 == length  # content words
+        assert first != last
         assert answer == [svo_truth(prompt)]
-        roles.add(role)
-        asked_facts.add([f[1] for f in fact_list].index(verb))
+        voices.add(verb in PASSIVE)
+        places.add("first" if answer == [first] else "last")
         answers.add(answer[0])
-    assert roles == {AGENT, PATIENT}
-    assert asked_facts == set(range(facts))  # every fact position gets asked
+    assert voices == {False, True} and places == {"first", "last"}
     assert len(answers) >= 10
 
 
 def test_svo_adjectives_go_in_front_of_both_nouns() -> None:
     task = build_task("svo")
     batch = task.sample(np.random.default_rng(0), 8, 100)
-    before_agent = before_patient = 0
+    before_first = before_last = 0
     for row in batch.tokens:
         prompt, _ = split_text(task, row)
-        verb_at = next(i for i, w in enumerate(prompt) if w in VERBS)
-        before_agent += verb_at - 1
-        before_patient += prompt.index(STOP) - verb_at - 2
+        verb_at = next(i for i, w in enumerate(prompt) if w in ACTIVE | PASSIVE)
+        before_first += verb_at - 1
+        before_last += prompt.index(STOP) - verb_at - 2
         assert verb_at - 1 + prompt.index(STOP) - verb_at - 2 == 5  # 8 = 3 + 5 adjectives
-    assert before_agent > 100 and before_patient > 100
+    assert before_first > 100 and before_last > 100
 
 
-def test_svo_three_facts_hand_checked_sample() -> None:
-    """Print-and-read check of one 3-fact sample: its asked verb's fact decides the answer."""
-    task = build_task("svo", svo_facts=3)
-    batch = task.sample(np.random.default_rng(7), 11, 1)
-    prompt, answer = split_text(task, batch.tokens[0])
-    facts, role, verb = parse_svo(prompt)
-    ((agent, _, patient),) = [f for f in facts if f[1] == verb]
-    assert answer == [agent if role == AGENT else patient]
-    other_nouns = {n for f in facts if f[1] != verb for n in (f[0], f[2])}
-    assert answer[0] not in other_nouns
-
-
-@pytest.mark.parametrize(("facts", "length"), [(1, 3), (1, 10), (3, 9), (3, 15)])
-def test_svo_minimal_pairs_swap_the_asked_facts_nouns(facts: int, length: int) -> None:
-    task = build_task("svo", svo_facts=facts)
-    original, swapped = task.minimal_pairs(np.random.default_rng(facts * length), length, 100)
+@pytest.mark.parametrize("length", [3, 10, 30])
+def test_svo_minimal_pairs_swap_the_two_nouns(length: int) -> None:
+    task = build_task("svo")
+    original, swapped = task.minimal_pairs(np.random.default_rng(length), length, 100)
     assert original.tokens.shape == swapped.tokens.shape
     assert original.answer_start == swapped.answer_start
     assert original.length == swapped.length == length
@@ -294,17 +265,81 @@ def test_svo_minimal_pairs_swap_the_asked_facts_nouns(facts: int, length: int) -
         assert torch.equal(a.sort().values, b.sort().values)
         words_a, answer_a = split_text(task, original.tokens[row])
         words_b, answer_b = split_text(task, swapped.tokens[row])
-        facts_a, role, verb = parse_svo(words_a)
-        facts_b, role_b, verb_b = parse_svo(words_b)
-        assert (role, verb) == (role_b, verb_b)
-        asked_a = next(f for f in facts_a if f[1] == verb)
-        asked_b = next(f for f in facts_b if f[1] == verb)
-        assert {words_a[i - 1], words_a[j - 1]} == {asked_a[0], asked_a[2]}  # the asked nouns
-        assert asked_b == (asked_a[2], verb, asked_a[0])
-        assert [f for f in facts_a if f[1] != verb] == [f for f in facts_b if f[1] != verb]
+        (first, verb, last), _ = parse_svo(words_a)
+        assert parse_svo(words_b)[0] == (last, verb, first)
         # Both answers are right for their own prompt, and they differ.
         assert answer_a == [svo_truth(words_a)] and answer_b == [svo_truth(words_b)]
         assert answer_a != answer_b
+
+
+# ---------------------------------------------------------------------------------------------
+# Shortcut baselines: position rules that do not read order score at chance on svo
+# ---------------------------------------------------------------------------------------------
+
+
+def test_shortcut_rules_hand_checked() -> None:
+    task = build_task("svo")
+    active = ids(task, "big dog bites old man . agent? bites")
+    passive = ids(task, "old man is-bitten-by big dog . agent? is-bitten-by")
+    dog, man = task.token_id("dog"), task.token_id("man")
+    assert first_noun(task, active)[0] == dog and first_noun(task, passive)[0] == man
+    assert fixed_offset(task, active)[0] == man and fixed_offset(task, passive)[0] == dog
+    assert order_blind(task, active)[0] == order_blind(task, passive)[0] == min(dog, man)
+
+
+@pytest.mark.parametrize("length", [3, 7, 12, 48])
+def test_shortcut_baselines_stay_near_chance_on_generated_svo(length: int) -> None:
+    """Each rule is right on 50% of the rows in expectation; 4000 rows put 3.2 standard errors
+    between 0.5 and 0.55, and the issue's bar is 60%."""
+    task = build_task("svo")
+    batch = task.sample(np.random.default_rng(1000 + length), length, 4000)
+    accuracy = shortcut_accuracy(task, batch)
+    assert set(accuracy) == set(SHORTCUTS)
+    for name, value in accuracy.items():
+        assert 0.45 <= value <= 0.55, (name, value)
+
+
+def test_shortcut_baselines_would_solve_an_active_only_svo() -> None:
+    """The contrast: restricted to active facts, ``first_noun`` is always right, the
+    ``fixed_offset`` rule never, so the rules measure what they claim to."""
+    task = build_task("svo")
+    batch = task.sample(np.random.default_rng(3), 9, 400)
+    verb_column = batch.answer_start - 2  # the question's verb form, right before <sep>
+    passive = {task.token_id(w) for w in PASSIVE}
+    active_rows = [r for r in range(400) if int(batch.tokens[r, verb_column]) not in passive]
+    assert 150 < len(active_rows) < 250
+    only_active = Batch(batch.tokens[active_rows], batch.answer_start, 9)
+    accuracy = shortcut_accuracy(task, only_active)
+    assert accuracy["first_noun"] == 1.0 and accuracy["fixed_offset"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Minimal pairs of copy and reverse: a swap of two different symbols
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse"])
+@pytest.mark.parametrize("length", [2, 5, 40])
+def test_symbol_minimal_pairs_swap_two_different_symbols(name: str, length: int) -> None:
+    task = build_task(name, n_symbols=4)
+    assert task.supports_minimal_pairs
+    original, swapped = task.minimal_pairs(np.random.default_rng(length), length, 200)
+    for a, b in zip(original.tokens, swapped.tokens, strict=True):
+        prompt_a, answer_a = split_text(task, a)
+        prompt_b, answer_b = split_text(task, b)
+        differ = [i for i in range(length) if prompt_a[i] != prompt_b[i]]
+        assert len(differ) == 2
+        i, j = differ
+        assert (prompt_a[i], prompt_a[j]) == (prompt_b[j], prompt_b[i])
+        assert sorted(prompt_a) == sorted(prompt_b)  # the same bag of symbols
+        expected = prompt_a if name == "copy" else prompt_a[::-1]
+        assert answer_a == expected and answer_a != answer_b
+
+
+def test_sort_has_no_minimal_pairs_and_length_one_has_none() -> None:
+    assert not build_task("sort").supports_minimal_pairs
+    with pytest.raises(ValueError, match=r"length >= 2 for swapped pairs, got 1"):
+        build_task("copy").minimal_pairs(np.random.default_rng(0), 1, 4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,7 +398,6 @@ def test_perfect_logits_score_every_answer_right() -> None:
         ("reverse", {}, -1, 1),
         ("sort", {}, 0, 1),
         ("svo", {}, 2, 3),
-        ("svo", {"svo_facts": 3}, 8, 9),
     ],
 )
 def test_length_below_minimum_raises_naming_it(
@@ -378,8 +412,8 @@ def test_length_below_minimum_raises_naming_it(
 
 
 def test_svo_minimal_pairs_check_the_length() -> None:
-    with pytest.raises(ValueError, match=r"length >= 6, got length=5"):
-        build_task("svo", svo_facts=2).minimal_pairs(np.random.default_rng(0), 5, 4)
+    with pytest.raises(ValueError, match=r"length >= 3, got length=2"):
+        build_task("svo").minimal_pairs(np.random.default_rng(0), 2, 4)
 
 
 def test_batch_size_below_one_raises() -> None:
@@ -409,20 +443,6 @@ def test_n_symbols_at_the_bounds_works(n_symbols: int) -> None:
     assert task.vocab_size == n_symbols + 3
     batch = task.sample(np.random.default_rng(0), 200, 4)
     assert len(batch.tokens[:, 1:201].unique()) == n_symbols
-
-
-@pytest.mark.parametrize("facts", [-1, 0, 9, 20])
-def test_svo_facts_out_of_range_raises(facts: int) -> None:
-    with pytest.raises(ValueError, match=rf"data.svo_facts={facts} is invalid.*1\.\.8"):
-        build_task("svo", svo_facts=facts)
-
-
-def test_svo_facts_at_the_maximum_uses_every_noun_and_verb() -> None:
-    task = build_task("svo", svo_facts=8)
-    assert task.min_length == 24
-    prompt, answer = split_text(task, task.sample(np.random.default_rng(0), 24, 1).tokens[0])
-    assert sorted(w for w in prompt if w in NOUNS) == sorted(NOUNS)
-    assert answer == [svo_truth(prompt)]
 
 
 def test_registering_a_name_twice_raises() -> None:

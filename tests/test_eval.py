@@ -19,17 +19,11 @@ from torch import nn
 
 import eval as eval_cli
 from data import EOS, SEP, build_task
-from data.svo import AGENT, NOUNS
+from data.svo import NOUNS, VERBS
 from lab.batches import EVAL_STREAM, data_rng
 from lab.checkpoint import checkpoint_path
 from lab.config import EvalConfig, load_config
-from lab.evaluation import (
-    evaluate_model,
-    evaluate_run,
-    extrapolation_ratio,
-    load_evaluation,
-    summarize,
-)
+from lab.evaluation import evaluate_model, evaluate_run, load_evaluation, summarize
 from lab.extrapolation import LengthResult, evaluate_length
 from lab.metrics import greedy_decode, score_answers
 from lab.probe import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
@@ -91,15 +85,21 @@ class Oracle(nn.Module):
 
 
 def svo_answer(task) -> Callable[[list[int]], list[int]]:
-    """Right answer of a one-fact ``svo`` prompt: first noun if the role is agent, else second."""
+    """Right answer of an ``svo`` prompt: the first noun if the verb (the prompt's last token)
+    is active, the second if it is passive."""
     nouns = {task.token_id(n) for n in NOUNS}
-    agent = task.token_id(AGENT)
+    passive = {task.token_id(form) for _, form in VERBS}
 
     def answer(prompt: list[int]) -> list[int]:
         found = [t for t in prompt if t in nouns]
-        return [found[0] if prompt[-2] == agent else found[1]]
+        return [found[1] if prompt[-1] in passive else found[0]]
 
     return answer
+
+
+def copy_blind(prompt: list[int]) -> list[int]:
+    """An order-blind copier: the prompt's symbols sorted (a function of the bag only)."""
+    return sorted(prompt)
 
 
 def copy_config(*extra: str):
@@ -147,13 +147,41 @@ def test_perfect_copier_scores_one_everywhere():
     config = copy_config()
     task = build_task("copy", config.data.n_symbols)
     result = evaluate_model(Oracle(task, lambda p: p), config, FAST_EVAL)
-    assert [r["length"] for r in result["lengths"]] == [2, 3, 4, 6, 7, 8, 10, 12, 13, 14, 16]
+    # training 2..4; 1.1x and 1.25x of 4 round to 4 and 5: every multiple lies past training
+    assert [r["length"] for r in result["lengths"]] == [2, 3, 4, 5, 6, 8, 12, 16]
     for r in result["lengths"]:
         assert (r["exact_match"], r["token_accuracy"], r["supported"]) == (1.0, 1.0, True)
         assert r["exact_match_low"] < 1.0 == r["exact_match_high"]
+        assert r["correct"] == "1" * FAST_EVAL.samples
+        assert (r["pairs"], r["pair_accuracy"]) == (FAST_EVAL.probe_samples, 1.0)
     summary = result["summary"]
-    assert (summary["in_dist"], summary["at_2x"], summary["at_4x"]) == (1.0, 1.0, 1.0)
-    assert summary["extrapolation_ratio"] == 4.0 and summary["notes"] == []
+    assert summary["in_dist"] == 1.0 and summary["notes"] == []
+    assert summary["at"] == dict.fromkeys(["1.1x", "1.25x", "1.5x", "2x", "3x", "4x"], 1.0)
+
+
+def test_swapped_pairs_score_one_for_a_perfect_oracle_and_zero_for_an_order_blind_one():
+    """At every evaluated length, on every task with pairs: both members right for a perfect
+    model, never both for one whose answer depends only on the bag of prompt tokens."""
+    for name, perfect, blind in (
+        ("copy", lambda p: p, copy_blind),
+        ("reverse", lambda p: p[::-1], copy_blind),
+    ):
+        config = load_config(None, [f"data.task={name}", *COPY[1:], *TINY])
+        task = config.data.build_task()
+        for model, expected in ((Oracle(task, perfect), 1.0), (Oracle(task, blind), 0.0)):
+            rows = evaluate_model(model, config, FAST_EVAL)["lengths"]
+            assert [r["pair_accuracy"] for r in rows] == [expected] * len(rows), name
+    config = load_config(None, ["data.task=svo", "data.train_min_length=3"])
+    task = config.data.build_task()
+    nouns = {task.token_id(n) for n in NOUNS}
+    blind = Oracle(task, lambda p: [min(t for t in p if t in nouns)])  # the bag of tokens only
+    for model, expected in ((Oracle(task, svo_answer(task)), 1.0), (blind, 0.0)):
+        for length in (3, 12, 48):
+            pairs = minimal_pair_accuracy(model, task, length, 64, seed=0)
+            assert pairs.pair_accuracy == expected
+    sort = load_config(None, ["data.task=sort", *COPY[1:], *TINY])
+    rows = evaluate_model(Oracle(sort.data.build_task(), sorted), sort, FAST_EVAL)["lengths"]
+    assert all(r["pairs"] == 0 and r["pair_accuracy"] is None for r in rows)
 
 
 def test_constant_eos_on_copy_gets_one_token_in_l_plus_one():
@@ -176,7 +204,7 @@ def test_constant_noun_on_svo_matches_the_answer_frequency():
     share = (inputs[:, sep_at + 1] == dog).double().mean().item()  # rows whose answer is dog
     assert result.exact_match == pytest.approx(share, abs=1e-12)
     assert result.token_accuracy == pytest.approx((share + 1) / 2, abs=1e-12)  # <eos> always right
-    # Arithmetic: dog is one of the 2 nouns with probability 2/16, then asked with 1/2: 1/16.
+    # Arithmetic: dog is one of the 2 nouns with probability 2/16, the agent with 1/2: 1/16.
     sigma = (1 / 16 * 15 / 16 / 1500) ** 0.5
     assert abs(result.exact_match - 1 / 16) < 4 * sigma
 
@@ -234,42 +262,29 @@ def curve(points: dict[int, float | None]) -> list[LengthResult]:
     return results
 
 
-def test_extrapolation_ratio_is_contiguous_from_the_shortest_length():
-    grid = [2, 3, 4, 6, 8, 12, 16]
-    results = curve({2: 1.0, 3: 1.0, 4: 0.95, 6: 0.9, 8: 0.5, 12: 0.95, 16: 0.1})
-    assert extrapolation_ratio(results, grid, 4, 0.9) == (6 / 4, None)  # 0.9 counts (>=)
-    assert extrapolation_ratio(results, grid, 4, 0.96)[0] == 3 / 4
-    assert extrapolation_ratio(results, grid, 4, 0.4)[0] == 12 / 4  # 16 fails
-    assert extrapolation_ratio(results, grid, 4, 0.05)[0] == 16 / 4
-    first_fails = curve({2: 0.8, 3: 1.0, 8: 1.0, 16: 1.0})
-    assert extrapolation_ratio(first_fails, [2, 3, 8, 16], 4, 0.9)[0] == 0.0
-    # Lengths outside the grid (like an added 2x) do not count.
-    assert extrapolation_ratio(results, [2, 3, 4, 12, 16], 4, 0.9)[0] == 12 / 4
-
-
 def test_summary_figures():
-    results = curve({2: 1.0, 3: 0.9, 4: 0.8, 6: 0.95, 8: 0.25, 16: 0.0})
-    summary = summarize(results, [2, 3, 4, 6, 16], 2, 4, 0.9)
+    # training 2..4: the multiples 1.1x .. 4x of 4 are the lengths 5, 5, 6, 8, 12, 16
+    results = curve({2: 1.0, 3: 0.9, 4: 0.8, 5: 0.7, 6: 0.6, 8: 0.25, 12: 0.1, 16: 0.0})
+    summary = summarize(results, [2, 3, 4, 6, 16], 2, 4, 4.0)
     assert summary["in_dist"] == pytest.approx((1.0 + 0.9 + 0.8) / 3)
-    assert (summary["at_2x"], summary["at_4x"]) == (0.25, 0.0)
-    assert summary["extrapolation_ratio"] == 3 / 4  # 4 fails: 0.8 < 0.9
-    assert summary["threshold"] == 0.9
+    expected = {"1.1x": 0.7, "1.25x": 0.7, "1.5x": 0.6, "2x": 0.25, "3x": 0.1, "4x": 0.0}
+    assert summary["at"] == expected
     assert summary["notes"] == [
         "in_dist: 90.0% is below 95%: undertrained, or the task is not learnable for this "
         "model; its extrapolation figures say little"
     ]
-    learned = summarize(curve({2: 1.0, 4: 0.96, 8: 0.0, 16: 0.0}), [2, 4, 16], 2, 4, 0.9)
-    assert learned["notes"] == []
-    no_inside = summarize(curve({6: 1.0, 8: 1.0, 16: 1.0}), [6, 16], 2, 4, 0.9)
+    short = summarize(curve({2: 1.0, 4: 0.96, 5: 0.0, 6: 0.0, 8: 0.0}), [2, 4], 2, 4, 2.0)
+    assert short["notes"] == [] and list(short["at"]) == ["1.1x", "1.25x", "1.5x", "2x"]
+    no_inside = summarize(curve({5: 1.0, 6: 1.0, 8: 1.0, 12: 1, 16: 1.0}), [6, 16], 2, 4, 4.0)
     assert no_inside["in_dist"] is None and "no grid length" in no_inside["notes"][0]
 
 
 def test_unsupported_lengths_give_null_figures_with_reasons():
-    results = curve({2: 1.0, 4: 1.0, 6: 1.0, 8: None, 16: None})
-    summary = summarize(results, [2, 4, 6, 8, 16], 2, 4, 0.9)
+    results = curve({2: 1.0, 4: 1.0, 5: 1.0, 6: 1.0, 8: None, 12: None, 16: None})
+    summary = summarize(results, [2, 4, 6, 8, 16], 2, 4, 4.0)
     assert summary["in_dist"] == 1.0
-    assert summary["at_2x"] is None and summary["at_4x"] is None
-    assert summary["extrapolation_ratio"] == 6 / 4  # stops at the unsupported length 8
+    assert summary["at"]["1.5x"] == 1.0
+    assert summary["at"]["2x"] is None and summary["at"]["4x"] is None
     assert len(summary["notes"]) == 3 and all("unsupported" in n for n in summary["notes"])
 
 
@@ -285,8 +300,8 @@ def test_learned_model_reports_lengths_past_its_table_as_unsupported():
             assert r["exact_match"] is None and r["token_accuracy"] is None
             assert "max_positions=12" in r["reason"]
     summary = result["summary"]
-    assert summary["at_2x"] is None and summary["at_4x"] is None
-    assert any("at_2x" in n and "max_positions=12" in n for n in summary["notes"])
+    assert summary["at"]["2x"] is None and summary["at"]["4x"] is None
+    assert any(n.startswith("2x:") and "max_positions=12" in n for n in summary["notes"])
     assert result["order"]["permutation_tvd"] is not None  # the probe length fits the table
     strict_json(result)
 
@@ -302,6 +317,16 @@ def test_permutation_probe_is_float_noise_for_bidirectional_nope(make_model):
     probe = permutation_probe(model, task, 8, 64, seed=0)
     assert probe.tvd < ORDER_BLIND_TVD and probe.order_blind
     assert probe.argmax_changed == 0.0
+
+
+def test_bidirectional_nope_never_gets_both_members_of_an_svo_pair(make_model):
+    """The control of the order task: a bidirectional model without positions reads the prompt
+    as a set, so both members of a pair get the same answer and at most one is right."""
+    task = build_task("svo")
+    model = make_model("none", causal=False, strong=True, vocab_size=task.vocab_size)
+    for length in (3, 12, 48):
+        pairs = minimal_pair_accuracy(model, task, length, 64, seed=0)
+        assert pairs.pair_accuracy == 0.0 and pairs.member_accuracy <= 0.5
 
 
 @pytest.mark.parametrize("position", ["none", "learned", "sinusoidal", "rope", "alibi"])
@@ -323,7 +348,7 @@ def test_minimal_pairs_separate_order_aware_from_order_blind():
     pairs = minimal_pair_accuracy(blind, task, 6, 64, seed=0)
     assert (pairs.member_accuracy, pairs.pair_accuracy) == (0.5, 0.0)
     assert permutation_probe(blind, task, 6, 64, seed=0).tvd == 0.0
-    assert minimal_pair_accuracy(blind, build_task("copy"), 6, 64, seed=0) is None
+    assert minimal_pair_accuracy(blind, build_task("sort"), 6, 64, seed=0) is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,19 +390,24 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
         for key in ("exact_match", "exact_match_low", "exact_match_high", "token_accuracy"):
             check_fraction(row[key], nullable=False)
         assert row["exact_match_low"] <= row["exact_match"] <= row["exact_match_high"]
+        assert len(row["correct"]) == row["samples"]
+        assert row["correct"].count("1") == round(row["exact_match"] * row["samples"])
+        assert row["pairs"] == FAST_EVAL.probe_samples
+        check_fraction(row["pair_accuracy"], nullable=False)
     summary = saved["summary"]
     assert set(summary) == set(SCHEMA["properties"]["summary"]["required"])
-    for key in ("in_dist", "at_2x", "at_4x"):
-        check_fraction(summary[key])
-    assert summary["extrapolation_ratio"] >= 0 and summary["threshold"] == 0.9
+    check_fraction(summary["in_dist"])
+    assert list(summary["at"]) == ["1.1x", "1.25x", "1.5x", "2x", "3x", "4x"]
+    for value in summary["at"].values():
+        check_fraction(value)
     assert all(isinstance(n, str) for n in summary["notes"])
     order = saved["order"]
     assert set(order) == set(SCHEMA["properties"]["order"]["required"])
     check_fraction(order["permutation_tvd"], nullable=False)
     check_fraction(order["permutation_argmax_changed"], nullable=False)
     assert order["order_blind"] is False  # causal rope
-    assert order["minimal_pair_member_accuracy"] is None and order["minimal_pair_accuracy"] is None
     assert order["probe_length"] == 4 and order["probe_samples"] == FAST_EVAL.probe_samples
+    assert saved["train_steps"] == 120
     assert isinstance(saved["eval_seconds"], float) and saved["eval_seconds"] > 0
 
 
@@ -419,7 +449,8 @@ def test_reports_tables_and_plot(run_result, tmp_path):
     assert len(rows) == 1 + sum(len(r["lengths"]) for r in results)
     assert len(json.loads(paths["json"].read_text())) == 3
     report = paths["markdown"].read_text()
-    assert "## Means over seeds" in report and "—" in report
+    assert "## copy: exact-match at multiples of the longest training length" in report
+    assert "## Findings against the literature" in report and "—" in report
     assert percent(run_result["summary"]["in_dist"]) in report
     figure = plot_accuracy_vs_length(results, None)
     (ax,) = figure.axes
@@ -474,15 +505,15 @@ def test_cli_evaluates_a_folder_of_runs(tmp_path, capsys, trained_run):
         == 0
     )
     out = capsys.readouterr().out
-    assert "| a " in out and "| b " in out and "extrapolation ratio" in out
+    assert "| a " in out and "| b " in out and "1.25x" in out
     for name in ("a", "b"):
         assert sorted(p.name for p in (tmp_path / "runs" / name).iterdir()) == ["checkpoint.pt"]
         saved = json.loads((tmp_path / "out" / name / "eval.json").read_text())  # --out only
         assert list((tmp_path / "out" / name).glob("events.out.tfevents.*"))
-        assert [r["length"] for r in saved["lengths"]] == [2, 4, 8, 16]  # grid + 2x and 4x
+        assert [r["length"] for r in saved["lengths"]] == [2, 4, 5, 6, 8, 12, 16]  # + multiples
         assert saved["grid_lengths"] == [2, 4] and saved["config"]["eval"]["samples"] == 16
     lines = (tmp_path / "out" / "results.csv").read_text().strip().splitlines()
-    assert len(lines) == 1 + 2 * 4
+    assert len(lines) == 1 + 2 * 7
     assert (tmp_path / "out" / "accuracy_vs_length.png").read_bytes()[:8] == PNG_MAGIC
 
 

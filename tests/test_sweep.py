@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import sweep
-from lab.config import ConfigError
+from lab.config import ConfigError, load_config
 from lab.sweep import expand, load_sweep
 
 TINY = [
@@ -95,6 +95,19 @@ def test_grid_override_from_the_command_line():
     ]
     assert "data.train_max_length=12" in runs[0].overrides  # the `when: data.task=svo` block
     assert runs[3].overrides[-1].endswith("alibi-svo-seed1")
+
+
+def test_command_line_value_beats_the_files_when_block():
+    """quick.yaml's `when: data.task=...` blocks set the training lengths; a value typed on the
+    command line wins over them for every run, and the blocks still fill in the rest."""
+    overrides = ["task=svo,copy", "position=rope", "data.train_max_length=20", "seed=0"]
+    runs = expand(load_sweep(CONFIG, overrides))
+    configs = {r.name: load_config(None, r.overrides) for r in runs}
+    assert sorted(configs) == ["rope-copy-seed0", "rope-svo-seed0"]
+    assert {c.data.train_max_length for c in configs.values()} == {20}
+    assert configs["rope-svo-seed0"].data.train_min_length == 3  # from the svo block
+    assert configs["rope-copy-seed0"].data.train_min_length == 2  # from the copy block
+    assert configs["rope-copy-seed0"].data.n_symbols == 16
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,142 @@
+"""Runs grouped over seeds: means with t-intervals, the fixed-multiple headline, significance.
+
+Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.report.SCHEMA`) and
+groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
+(:func:`lab.stats.t_interval`), shown in percent and clipped to 0..100 for display.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import combinations
+from typing import Any
+
+from lab.extrapolation import multiple_lengths
+from lab.report import DASH, format_table, ordered, scheme_label
+from lab.stats import Comparison, compare, t_interval
+
+HEADLINE = ("1.25x", "1.5x", "2x", "4x")
+"""Multiples of the longest training length in the headline table."""
+
+Result = dict[str, Any]
+
+
+def groups(results: list[Result], task: str) -> dict[str, list[Result]]:
+    """Scheme label -> runs (one per seed) of ``task``, in the canonical scheme order."""
+    grouped: dict[str, list[Result]] = defaultdict(list)
+    for r in ordered(results):
+        if r["task"] == task:
+            grouped[scheme_label(r)].append(r)
+    return dict(grouped)
+
+
+def tasks(results: list[Result]) -> list[str]:
+    """Tasks of ``results``, sorted."""
+    return sorted({r["task"] for r in results})
+
+
+def cell(values: list[float | None]) -> str:
+    """``'97.3 [95.1, 99.4]'``: mean and 95% t-interval in percent; a dash when any is None."""
+    if not values or any(v is None for v in values):
+        return DASH
+    interval = t_interval(values)
+    if interval.low is None:
+        return f"{100 * interval.mean:.1f}"
+    low, high = max(0.0, interval.low), min(1.0, interval.high)
+    return f"{100 * interval.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def length_row(run: Result, length: int) -> dict[str, Any] | None:
+    """The ``lengths`` entry of ``run`` at ``length`` (None when it was not evaluated)."""
+    return next((row for row in run["lengths"] if row["length"] == length), None)
+
+
+def at_multiple(run: Result, label: str) -> int:
+    """The length of multiple ``label`` (e.g. ``'2x'``) for ``run``'s training range."""
+    factor = run["config"]["eval"]["max_length_factor"]
+    return multiple_lengths(run["train_lengths"][1], factor)[label]
+
+
+def pair_values(runs: list[Result], where: str) -> list[float | None]:
+    """Per run: pair accuracy (both members right) in distribution (``where='in_dist'``: mean
+    over grid lengths in the training range) or at multiple ``where``."""
+    values = []
+    for run in runs:
+        low, high = run["train_lengths"]
+        if where == "in_dist":
+            rows = [length_row(run, n) for n in run["grid_lengths"] if low <= n <= high]
+        else:
+            rows = [length_row(run, at_multiple(run, where))]
+        accuracies = [row["pair_accuracy"] if row else None for row in rows]
+        ok = accuracies and all(a is not None for a in accuracies)
+        values.append(sum(accuracies) / len(accuracies) if ok else None)
+    return values
+
+
+def headline_table(results: list[Result], task: str) -> str:
+    """Per scheme: exact-match in distribution and at :data:`HEADLINE` multiples, and pair
+    accuracy in distribution and at 2x; mean over seeds with a 95% t-interval."""
+    rows = []
+    for scheme, runs in groups(results, task).items():
+        summaries = [r["summary"] for r in runs]
+        blind = {r["order"]["order_blind"] for r in runs}
+        rows.append(
+            [scheme, str(len(runs)), cell([s["in_dist"] for s in summaries])]
+            + [cell([s["at"].get(label) for s in summaries]) for label in HEADLINE]
+            + [cell(pair_values(runs, "in_dist")), cell(pair_values(runs, "2x"))]
+            + [DASH if None in blind else ("yes" if blind == {True} else "no")]
+        )
+    headers = ["scheme", "seeds", "in-distribution", *HEADLINE]
+    headers += ["pairs in-dist", "pairs 2x", "order-blind"]
+    return format_table(headers, rows)
+
+
+def lengths_table(results: list[Result], task: str, key: str = "exact_match") -> str:
+    """``key`` (``exact_match``, or ``pair_accuracy``: minimal pairs with both members right)
+    per length (rows) and scheme (columns), mean over seeds with a 95% t-interval."""
+    grouped = groups(results, task)
+    lengths = sorted(
+        {row["length"] for runs in grouped.values() for r in runs for row in r["lengths"]}
+    )
+    rows = []
+    for length in lengths:
+        cells = []
+        for runs in grouped.values():
+            found = [length_row(r, length) for r in runs]
+            cells.append(cell([row[key] if row else None for row in found]))
+        rows.append([str(length), *cells])
+    return format_table(["length", *grouped], rows)
+
+
+def comparison(results: list[Result], task: str, a: str, b: str, label: str) -> Comparison | None:
+    """Scheme ``a`` against ``b`` on ``task`` at multiple ``label`` (or ``'in_dist'``: the
+    longest training length), paired by seed and sequence; None without shared seeds."""
+    grouped = groups(results, task)
+    bits = []
+    for scheme in (a, b):
+        by_seed = {}
+        for run in grouped.get(scheme, []):
+            length = run["train_lengths"][1] if label == "in_dist" else at_multiple(run, label)
+            row = length_row(run, length)
+            if row is not None and row["correct"] is not None:
+                by_seed[run["seed"]] = row["correct"]
+        bits.append(by_seed)
+    return compare(*bits)
+
+
+def significance_lines(results: list[Result], task: str) -> list[str]:
+    """One line per :data:`HEADLINE` multiple listing the significantly different scheme
+    pairs (exact McNemar p < 0.05 pooled over seeds, same sign in every seed)."""
+    schemes = list(groups(results, task))
+    lines = []
+    for label in HEADLINE:
+        found = []
+        for a, b in combinations(schemes, 2):
+            c = comparison(results, task, a, b, label)
+            if c is not None and c.significant:
+                winner, loser = (a, b) if c.difference > 0 else (b, a)
+                found.append(
+                    f"{winner} > {loser} ({100 * abs(c.difference):.1f} points, p={c.p_value:.1e})"
+                )
+        lines.append(f"- {task} at {label}: " + ("; ".join(found) or "no significant difference"))
+    return lines

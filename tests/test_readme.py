@@ -1,0 +1,38 @@
+"""The README's results section is generated from the committed docs/ results, and they agree."""
+
+from pathlib import Path
+
+import pytest
+
+from lab import readme
+from lab.readme import BEGIN, END, README, render
+
+
+def test_readme_results_section_matches_the_committed_results() -> None:
+    text = README.read_text()
+    assert render(text) == text, "README.md is stale: run python -m lab.readme"
+
+
+def test_render_replaces_only_the_marked_section() -> None:
+    text = f"# title\nbefore\n{BEGIN}\nstale table\n{END}\nafter\n"
+    rendered = render(text)
+    head, rest = rendered.split(BEGIN)
+    body, tail = rest.split(END)
+    assert head == "# title\nbefore\n" and tail == "\nafter\n"
+    assert "stale table" not in body and "| scheme" in body and "Findings" in body
+    assert render(rendered) == rendered  # idempotent
+
+
+def test_render_without_markers_fails_with_one_line() -> None:
+    with pytest.raises(ValueError, match="lacks the markers"):
+        render("# no markers here\n")
+
+
+def test_check_flags_a_stale_readme(tmp_path: Path, monkeypatch, capsys) -> None:
+    stale = tmp_path / "README.md"
+    stale.write_text(f"x\n{BEGIN}\nold\n{END}\n")
+    monkeypatch.setattr(readme, "README", stale)
+    assert readme.main(["--check"]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert readme.main([]) == 0  # rewrites it
+    assert readme.main(["--check"]) == 0
