@@ -8,6 +8,7 @@ different training ranges compare at the same relative lengths.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -77,13 +78,26 @@ def evaluate_length(
     return evaluate_batch(model, evaluation_set(task, seed, length, samples), batch_tokens)
 
 
+class EvaluationStopped(Exception):
+    """``should_stop()`` turned true between two chunks of an evaluation."""
+
+
 @torch.inference_mode()
-def evaluate_batch(model: Transformer, batch: Batch, batch_tokens: int = 32768) -> LengthResult:
+def evaluate_batch(
+    model: Transformer,
+    batch: Batch,
+    batch_tokens: int = 32768,
+    should_stop: Callable[[], bool] | None = None,
+) -> LengthResult:
     """Teacher-forced exact-match and per-token accuracy of ``model`` on ``batch``'s rows.
 
     Rows are scored in chunks of about ``batch_tokens`` tokens, so memory stays bounded at any
     length. Returns an unsupported :class:`LengthResult` (with the reason) when the position
     scheme cannot encode the sequences.
+
+    Raises:
+        EvaluationStopped: ``should_stop()`` turned true before a chunk (the model is back in
+            its training mode).
     """
     device = next(model.parameters()).device
     samples, tokens = batch.inputs.shape
@@ -95,6 +109,9 @@ def evaluate_batch(model: Transformer, batch: Batch, batch_tokens: int = 32768) 
     model.eval()
     hits, correct = [], 0
     for start in range(0, samples, rows):
+        if should_stop is not None and should_stop():
+            model.train(was_training)
+            raise EvaluationStopped
         chunk = Batch(batch.tokens[start : start + rows], batch.answer_start, batch.length)
         chunk = chunk.to(device)
         with autocast(device):

@@ -3,6 +3,7 @@ decoded samples, and the hyperparameters with the final exact-match (HPARAMS tab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from torch.utils.tensorboard.summary import hparams as hparams_summary
 from data import Batch, Task
 from lab.batches import SAMPLE_STREAM, data_rng, validation_set
 from lab.config import Config, config_to_dict
-from lab.extrapolation import evaluate_batch, unsupported_reason
+from lab.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
 from lab.metrics import score_answers
 from model import Transformer
 
@@ -24,20 +25,37 @@ def periodic_lengths(config: Config) -> dict[str, list[int]]:
 
 
 def periodic_eval(
-    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int
-) -> dict[str, float]:
+    model: Transformer,
+    task: Task,
+    config: Config,
+    writer: SummaryWriter,
+    step: int,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, float] | None:
     """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``.
 
     Scored on validation sets (:func:`lab.batches.validation_set`: their own seed stream, never
     a sequence of the evaluation set), so early stopping does not read the test data.
+
+    Returns:
+        ``{"in_dist", "2x", "4x"}`` -> exact-match (lengths a scheme cannot encode left out), or
+        None when ``should_stop()`` turned true between batches: a stop signal never waits for
+        a whole evaluation, and nothing of the unfinished one is logged.
     """
+    scores = {}
+    try:
+        for name, lengths in periodic_lengths(config).items():
+            results = [
+                evaluate_batch(
+                    model, validation(task, config, n), config.eval.batch_tokens, should_stop
+                )
+                for n in lengths
+            ]
+            scores[name] = [r for r in results if r.supported]
+    except EvaluationStopped:
+        return None
     summary = {}
-    for name, lengths in periodic_lengths(config).items():
-        results = [
-            evaluate_batch(model, validation(task, config, n), config.eval.batch_tokens)
-            for n in lengths
-        ]
-        results = [r for r in results if r.supported]
+    for name, results in scores.items():
         if not results:
             continue
         summary[name] = sum(r.exact_match for r in results) / len(results)

@@ -303,9 +303,13 @@ def run_loop(
         unit="step",
     )
     in_step = False  # True while a step runs: the weights may hold an update the counter lacks
+
+    def stop_asked() -> bool:
+        return interrupt.requested or (should_stop is not None and should_stop())
+
     try:
         while run.step < t.steps:
-            if group.any(interrupt.requested or (should_stop is not None and should_stop())):
+            if group.any(stop_asked()):
                 raise KeyboardInterrupt
             tick = time.perf_counter()
             batch = training_batch(task, config.seed, run.step, t.batch_size, lengths)
@@ -346,9 +350,13 @@ def run_loop(
                     if writer is not None:
                         writer.add_scalar(f"train/{name}", value, run.step)
             if run.step % t.eval_every == 0 or run.step == t.steps:
+                evals = None
                 if group.is_main:  # the other ranks wait for its result
-                    r.eval = periodic_eval(run.model, task, config, writer, run.step)
-                r.eval = group.from_main(r.eval)
+                    evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
+                evals = group.from_main(evals)
+                if evals is None:  # a stop arrived during the evaluation: every rank stops now
+                    raise KeyboardInterrupt
+                r.eval = evals
                 target = t.target_accuracy
                 if run.step == t.steps or (target is not None and r.eval["in_dist"] >= target):
                     r.finished = True

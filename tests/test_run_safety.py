@@ -565,3 +565,31 @@ def test_tensorboard_logs_every_step_once_after_a_crash_and_resume(
     losses = EventAccumulator(str(tmp_path)).Reload().Scalars("train/loss")
     assert [e.step for e in losses] == list(range(1, STEPS + 1))
     assert [e.value for e in losses] == pytest.approx(straight[1].losses, rel=1e-6)
+
+
+def test_a_stop_during_a_periodic_evaluation_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One SIGTERM once waited 88 s for a periodic evaluation of 400,000 samples to end. Now
+    the evaluation checks between batches: the stop comes after the first batch, the step it
+    followed is saved, and nothing of the unfinished evaluation is logged."""
+    import lab.extrapolation
+
+    batches = []
+    real = lab.extrapolation.score_answers
+
+    def count_batches(*args):
+        batches.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(lab.extrapolation, "score_answers", count_batches)
+    config = tiny_config(tmp_path, "train.eval_samples=64", "eval.batch_tokens=64")
+    with pytest.raises(TrainingInterrupted) as stop:
+        train(config, should_stop=lambda: bool(batches))  # true once one batch was scored
+    assert len(batches) == 1  # of the 5 lengths x 64 samples in chunks of a few rows
+    assert "at step 10; checkpoint of step 10 saved" in str(stop.value)
+    assert torch.load(checkpoint_path(tmp_path), weights_only=True)["step"] == 10
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path)).Reload()
+    assert not [tag for tag in events.Tags()["scalars"] if tag.startswith("eval/")]
