@@ -7,7 +7,7 @@ the key or value and what is allowed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from data import Task, available_tasks, build_task
 from lab.files import atomic_write
 from model import ModelConfig
+from model.config import RENAMED_KEYS, migrate_keys
 
 
 class ConfigError(ValueError):
@@ -214,7 +215,7 @@ def load_config(
             f"model.vocab_size is set by the task ({config.data.task!r} has {vocab_size} tokens); "
             "remove model.vocab_size from the config"
         )
-    config.model = ModelConfig(**{**vars(config.model), "vocab_size": vocab_size})
+    config.model = replace(config.model, vocab_size=vocab_size)
     return config
 
 
@@ -225,6 +226,8 @@ def config_from_dict(values: dict[str, Any]) -> Config:
         ConfigError: the values do not fit this version's config (one line).
     """
     try:
+        if isinstance(values.get("model"), dict):  # runs saved before model.options existed
+            values = {**values, "model": migrate_keys(values["model"])}
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(values))
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError) as error:
@@ -286,6 +289,9 @@ def _one_line(error: Exception) -> str:
     """First line of an OmegaConf error, with the allowed keys when a key is unknown."""
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
     full_key = getattr(error, "full_key", None)
+    renamed = full_key and RENAMED_KEYS.get(full_key.removeprefix("model."))
+    if type(error).__name__ == "ConfigKeyError" and renamed:
+        return f"config key {full_key!r} was renamed; use model.{renamed} instead"
     if type(error).__name__ == "ConfigKeyError" and full_key:
         section = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
         if section:

@@ -68,7 +68,8 @@ def test_resumed_sweep_skips_finished_runs(finished, capsys):
 
 def test_failing_run_is_reported_and_others_finish(tmp_path, capsys):
     # a learned table of 6 rows cannot hold a length-3 copy sequence (8 tokens): that run fails
-    code = run_sweep(tmp_path, "position=learned,alibi", "model.max_positions=6", workers=2)
+    rows = "model.options.learned.max_positions=6"
+    code = run_sweep(tmp_path, "position=learned,alibi", rows, workers=2)
     captured = capsys.readouterr()
     assert code == 1
     assert "FAILED learned-copy-seed0: ValueError" in captured.err
