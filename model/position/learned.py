@@ -43,6 +43,16 @@ class LearnedPosition(PositionScheme):
         self.table = nn.Embedding(options.max_positions, config.d_model)
         nn.init.normal_(self.table.weight, std=0.02)
 
+    @classmethod
+    def check(cls, config: ModelConfig, options: LearnedOptions) -> None:
+        """Randomized positions up to ``L`` need ``L`` rows."""
+        if config.randomized_positions > options.max_positions:
+            raise ValueError(
+                f"model.randomized_positions={config.randomized_positions} draws positions the "
+                f"learned table cannot hold (model.options.learned.max_positions="
+                f"{options.max_positions}); raise max_positions to at least it"
+            )
+
     def max_length(self) -> int:
         """``max_positions``: the table has no row for later positions."""
         return self.options.max_positions
