@@ -139,6 +139,9 @@ class EvalConfig:
         batch_tokens: evaluation batch size in tokens (rows per batch = batch_tokens / length).
         probe_samples: prompts for the permutation probe and ``svo`` minimal pairs.
         threshold: exact-match level that defines the extrapolation ratio.
+        position_options: evaluation-time overrides of the run's position options, e.g.
+            ``eval.position_options.theta=20000`` for RoPE; only options its scheme marks evaluable
+            (:meth:`model.ModelConfig.at_evaluation` checks them per run).
     """
 
     lengths: list[int] | None = None
@@ -147,6 +150,7 @@ class EvalConfig:
     batch_tokens: int = 32768
     probe_samples: int = 256
     threshold: float = 0.9
+    position_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_length_factor < 1:

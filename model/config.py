@@ -1,6 +1,6 @@
 """The model's hyperparameters, validated when the config is built."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 RENAMED_KEYS = {
@@ -82,6 +82,26 @@ class ModelConfig:
         cls.check(self, options[self.position])
         self._scheme_options = options[self.position]
         self.options = {name: options_dict(value) for name, value in options.items()}
+
+    def at_evaluation(self, overrides: dict[str, Any]) -> "ModelConfig":
+        """This config with the active scheme's options changed by ``overrides`` (no retraining:
+        only options the scheme declares ``evaluable``, which change no parameter's shape).
+
+        Raises:
+            ValueError: an option the scheme does not mark evaluable, or a bad value (one line).
+        """
+        from model.position import scheme_class
+
+        evaluable = scheme_class(self.position).evaluable
+        for key in overrides:
+            if key not in evaluable:
+                allowed = ", ".join(sorted(evaluable)) or "none"
+                raise ValueError(
+                    f"eval.position_options.{key} cannot change at evaluation for "
+                    f"{self.position!r}; its evaluable options: {allowed}"
+                )
+        section = {**self.options[self.position], **overrides}
+        return replace(self, options={**self.options, self.position: section})
 
     @property
     def head_dim(self) -> int:

@@ -1,6 +1,7 @@
 """A minimal decoder-only transformer whose position scheme is one swappable module."""
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -147,6 +148,20 @@ class Transformer(nn.Module):
             return self._masks.get(t, causal, dtype, device, lambda n: scheme.score_bias(None, n))
         bias = scheme.score_bias(positions, t)
         return attention_mask(t, causal, prefix, bias, device, dtype)
+
+    def at_evaluation(self, overrides: dict[str, Any]) -> "Transformer":
+        """This model (itself when ``overrides`` is empty) or a copy with the same weights whose
+        position options are changed by ``overrides`` (see :meth:`ModelConfig.at_evaluation`),
+        on the same device and in the same train/eval mode.
+
+        Raises:
+            ValueError: an option that is not evaluable for this scheme, or a bad value.
+        """
+        if not overrides:
+            return self
+        other = Transformer(self.config.at_evaluation(dict(overrides)))
+        other.load_state_dict(self.state_dict())
+        return other.to(self.token_embedding.weight.device).train(self.training)
 
     def reserve(self, n_positions: int) -> None:
         """Grow the position scheme's cached tables, and a fixed bias's cached mask (for this

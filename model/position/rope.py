@@ -97,7 +97,7 @@ class RopeOptions:
 
     Attributes:
         theta: the base of the rotation frequencies (Su et al. 2021, eq. 15). Evaluable: it may
-            be changed at evaluation time (``python eval.py RUN position.theta=...``).
+            be changed at evaluation time (``python eval.py RUN eval.position_options.theta=...``).
         rotary_fraction: share of each head's dimensions that are rotated, in (0, 1]; rounded
             down to an even count of at least 2 (GPT-NeoX ``rotary_pct``).
     """
