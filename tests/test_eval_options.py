@@ -8,7 +8,7 @@ import torch
 
 import eval as eval_cli
 from lab.config import load_config
-from lab.trainer import train
+from lab.trainer import hparams, train
 from model.position import available_schemes, scheme_class
 
 
@@ -64,7 +64,17 @@ def test_eval_cli_applies_and_records_position_overrides(tmp_path, capsys):
     saved = json.loads((run / "eval.json").read_text())
     assert saved["config"]["eval"]["position_options"] == {"theta": 40000}
     assert saved["config"]["model"]["options"]["rope"]["theta"] == 10000.0  # as trained
+    report = (run / "report.md").read_text()
+    line = ": rope(theta=10000.0, rotary_fraction=1.0); evaluated with {'theta': 40000}"
+    assert line in report
     capsys.readouterr()
     assert eval_cli.main([str(run), *fast, "eval.position_options.rotary_fraction=0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "its evaluable options: theta" in err[0]
+
+
+def test_tensorboard_hparams_show_the_active_scheme_options():
+    values = hparams(load_config(None, ["model.position=t5", "model.options.t5.num_buckets=16"]))
+    assert values["model.options.t5.num_buckets"] == 16
+    assert values["model.options.t5.max_distance"] == 128
+    assert not any(key.startswith("model.options.rope") for key in values)

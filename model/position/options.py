@@ -53,7 +53,12 @@ def options_dict(options: Any) -> dict[str, Any]:
 
 
 def describe(scheme: str, options: Any) -> str:
-    """One-line label, e.g. ``rope(theta=10000.0, rotary_fraction=1.0)`` or ``none``."""
-    values = options_dict(options)
+    """One-line label, e.g. ``rope(theta=10000.0, rotary_fraction=1.0)`` or ``none``.
+
+    Args:
+        scheme: the scheme's name.
+        options: its options dataclass, or the saved dict of it.
+    """
+    values = options if isinstance(options, dict) else options_dict(options)
     inner = ", ".join(f"{k}={v}" for k, v in values.items())
     return f"{scheme}({inner})" if inner else scheme
