@@ -15,7 +15,8 @@ from data import build_task
 from lab.benchmark import peak_memory, reset_peak_memory
 from lab.extrapolation import evaluate_length
 from model import ModelConfig, Transformer
-from model.position import available_schemes, scheme_class
+from model.attention import AttentionContext, SelfAttention
+from model.position import Scores, available_schemes, scheme_class
 
 CASES = [
     (scheme, causal)
@@ -69,3 +70,24 @@ def test_long_evaluation_memory_is_bounded():
     grown_mib = (peak_memory(torch.device("cpu")) - before) / 2**20
     assert result.tokens == 4096 and result.samples == 8
     assert grown_mib < 512, f"peak memory grew by {grown_mib:.0f} MiB"
+
+
+class ScaledScores:
+    """Stands in for a scheme whose ``layer`` asks for scores scaled by 2 (and a bias)."""
+
+    def layer(self, index, q, k, state):
+        bias = torch.linspace(-1, 1, 49).view(1, 1, 7, 7).expand(1, 4, 7, 7)
+        return Scores(q, k, bias=bias, scale=2.0)
+
+
+def test_layer_scale_and_bias_reach_the_scores():
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=16, d_model=32, n_heads=4, position="none")
+    attention = SelfAttention(config, 0).eval()
+    context = AttentionContext(ScaledScores(), None, None, True, True, None, torch.float32)
+    x = torch.randn(2, 7, 32)
+    q, k, v = attention.qkv(x).view(2, 7, 3, 4, 8).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+    scores = 2.0 * q @ k.transpose(-1, -2) / math.sqrt(8) + ScaledScores().layer(0, q, k, None).bias
+    scores = scores.masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
+    expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 7, 32))
+    torch.testing.assert_close(attention(x, context), expected, rtol=1e-5, atol=1e-6)
