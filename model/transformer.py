@@ -64,6 +64,7 @@ class Transformer(nn.Module):
         self.final_norm = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(self._init_weights)
+        self.position.reset_parameters()
         for block in self.blocks:  # GPT-2: scale residual projections by 1/sqrt(2 * n_layers)
             for proj in (block.attn.out, block.mlp.down):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * config.n_layers))

@@ -168,6 +168,16 @@ def test_fire_bias_follows_the_paper_code(make_model):
         torch.testing.assert_close(bias[0, :, i, j], expected, rtol=1e-5, atol=1e-6)
 
 
+def test_fire_mlp_keeps_pytorch_default_init(make_model):
+    """Not GPT-2's std 0.02: ``Linear(1, 32)`` by default draws from U(-1, 1) (bound
+    1/sqrt(fan_in)), ``Linear(32, H)`` from U(-1/sqrt(32), 1/sqrt(32)), biases likewise."""
+    mlp = make_model("fire").position.mlp
+    first, last = mlp[0], mlp[2]
+    assert 0.3 < first.weight.std() < 0.9 and first.weight.abs().max() <= 1.0
+    assert first.bias.abs().max() > 0.1
+    assert last.weight.abs().max() <= 32**-0.5 and last.weight.std() > 0.05
+
+
 def test_fire_is_relative_below_its_threshold(make_model):
     scheme = make_model("fire", strong=True).position
     default = scheme.score_bias(None, 9)

@@ -86,6 +86,11 @@ class PositionScheme(nn.Module):
     def check(cls, config: ModelConfig, options: Any) -> None:
         """Raise ValueError (one line) when ``options`` do not fit the model ``config``."""
 
+    def reset_parameters(self) -> None:
+        """Initialise the scheme's own parameters. The transformer calls it after its GPT-2
+        initialisation (std 0.02 for every ``Linear`` and ``Embedding``, its scheme's included);
+        the default keeps that."""
+
     def max_length(self) -> int | None:
         """Longest sequence (in tokens) the scheme can encode, or None when unlimited."""
         return None

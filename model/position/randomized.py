@@ -48,6 +48,10 @@ class RandomizedPositions(PositionScheme):
         self.relative, self.learnable = inner.relative, inner.learnable
         self.bidirectional, self.fixed_bias = inner.bidirectional, inner.fixed_bias
 
+    def reset_parameters(self) -> None:
+        """The inner scheme's initialisation."""
+        self.inner.reset_parameters()
+
     def max_length(self) -> int | None:
         """The inner scheme's limit."""
         return self.inner.max_length()
