@@ -32,7 +32,8 @@ def cope_positions(logits: Tensor, causal_mask: Tensor) -> Tensor:
         float32 ``(B, H, T, T)``; 0 where the key is after the query.
     """
     gates = torch.sigmoid(logits.float()).masked_fill(causal_mask, 0.0)  # (B, H, T, T)
-    return gates.flip(-1).cumsum(dim=-1).flip(-1)  # suffix sums over keys
+    prefix = gates.cumsum(dim=-1)  # (B, H, T, T): sum_{t <= j} g_it
+    return prefix[..., -1:] - prefix + gates  # suffix sums sum_{t >= j}, without two flips
 
 
 def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
