@@ -48,11 +48,11 @@ def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
         float32 ``(B, H, T, T)``.
     """
     at_integers = q.float() @ embeddings  # (B, H, T, P): q_i . e[p] for every integer p
-    floor = positions.floor()
-    weight = positions - floor
-    low = at_integers.gather(-1, floor.long())  # (B, H, T, T)
-    high = at_integers.gather(-1, positions.ceil().long())
-    return high * weight + low * (1 - weight)
+    below = positions.long()  # floor, as positions >= 0
+    above = (below + 1).clamp(max=embeddings.shape[-1] - 1)  # ceil where it matters (weight > 0)
+    low = at_integers.gather(-1, below)  # (B, H, T, T)
+    high = at_integers.gather(-1, above)
+    return torch.lerp(low, high, positions - below)  # low + (p - floor p) (high - low)
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,6 @@ class CopePosition(PositionScheme):
 
     def layer(self, index: int, q: Tensor, k: Tensor, state: Tensor) -> Scores:
         """q and k unchanged; the CoPE bias ``(B, H, T, T)`` of this layer."""
-        logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+        logits = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)  # (B, H, T, T)
         positions = cope_positions(logits, state).clamp(max=self.options.npos_max - 1)
         return Scores(q, k, bias=cope_bias(q, self.embeddings[index], positions))
