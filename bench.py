@@ -17,11 +17,22 @@ from lab.report import format_table
 from lab.runtime import configure_threads, resolve_device
 from model import ModelConfig
 
+STANDARD_LENGTH = 64
 STANDARD = ModelConfig(
-    vocab_size=64, d_model=128, n_layers=4, n_heads=4, d_ff=512, max_positions=64
+    vocab_size=64,
+    d_model=128,
+    n_layers=4,
+    n_heads=4,
+    d_ff=512,
+    options={"learned": {"max_positions": STANDARD_LENGTH}},
 )
 ABLATION = ModelConfig(
-    vocab_size=42, d_model=64, n_layers=3, n_heads=4, d_ff=256, max_positions=256
+    vocab_size=42,
+    d_model=64,
+    n_layers=3,
+    n_heads=4,
+    d_ff=256,
+    options={"learned": {"max_positions": 256}},
 )
 
 
@@ -54,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             ) from None
         if args.repeats < 1 or min(lengths) < 1:
             raise ValueError(f"--repeats={args.repeats} and --lengths={args.lengths} must be >= 1")
-        baselines = hf_baselines(STANDARD, STANDARD.max_positions) if args.baselines else None
+        baselines = hf_baselines(STANDARD, STANDARD_LENGTH) if args.baselines else None
     except (ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ Examples::
 
     python eval.py runs/default
     python eval.py runs/sweep --out reports eval.samples=500 eval.lengths=[4,8,16,32]
+    python eval.py runs/rope-copy eval.position_options.theta=40000   # an evaluable position option
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
             eval_config = apply_eval_overrides(config.eval, args.overrides)
+            config.model.at_evaluation(
+                eval_config.position_options
+            )  # evaluable position options only
             task = config.data.build_task()
             steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
             # With --out, nothing is written into the run folders (their eval.json stays).

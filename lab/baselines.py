@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from model import ModelConfig
+from model.position.rope import RopeOptions
 
 
 class LogitsOnly(nn.Module):
@@ -26,7 +27,7 @@ def hf_baselines(config: ModelConfig, max_positions: int) -> dict[str, nn.Module
 
     GPT-2: ``n_embd = d_model``, ``n_inner = d_ff`` (GELU MLP, biases), learned table of
     ``max_positions``. Llama: ``hidden_size = d_model``, ``intermediate_size = d_ff`` (a SwiGLU
-    MLP has three matrices, so 1.5x our MLP's weights), ``rope_theta``.
+    MLP has three matrices, so 1.5x our MLP's weights), RoPE base ``model.options.rope.theta``.
 
     Raises:
         ImportError: ``transformers`` is not installed (one line saying how to install it).
@@ -63,7 +64,7 @@ def hf_baselines(config: ModelConfig, max_positions: int) -> dict[str, nn.Module
             num_attention_heads=config.n_heads,
             num_key_value_heads=config.n_heads,
             max_position_embeddings=max_positions,
-            rope_theta=config.rope_theta,
+            rope_theta=RopeOptions(**config.options.get("rope", {})).theta,
             tie_word_embeddings=config.tie_embeddings,
             attn_implementation="sdpa",
         )

@@ -174,7 +174,10 @@ def run_benchmark(
         for position in available_schemes():
             values = {**asdict(config), "position": position}
             if position == "learned":  # a table long enough for this length
-                values["max_positions"] = max(config.max_positions, length)
+                learned = config.options.get("learned", {})
+                rows = max(learned.get("max_positions", 0), length)
+                learned = {**learned, "max_positions": rows}
+                values["options"] = {**config.options, "learned": learned}
             evals.append(
                 eval_speed(
                     ModelConfig(**values), length, batch_tokens, device, max(3, repeats // 4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -23,6 +23,7 @@ from data import Task, available_tasks, build_task
 from lab.files import atomic_write
 from lab.runtime import parse_device
 from model import ModelConfig
+from model.config import RENAMED_KEYS, migrate_keys
 from model.position import build_position
 
 MAX_TOKENS = 4096
@@ -184,6 +185,9 @@ class EvalConfig:
         samples: sequences per length.
         batch_tokens: evaluation batch size in tokens (rows per batch = batch_tokens / length).
         probe_samples: prompts for the permutation probe, and minimal pairs per length.
+        position_options: evaluation-time overrides of the run's position options, e.g.
+            ``eval.position_options.theta=20000`` for RoPE; only options its scheme marks evaluable
+            (:meth:`model.ModelConfig.at_evaluation` checks them per run).
     """
 
     lengths: list[int] | None = None
@@ -191,6 +195,7 @@ class EvalConfig:
     samples: int = 256
     batch_tokens: int = 32768
     probe_samples: int = 256
+    position_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
@@ -269,10 +274,10 @@ class Config:
             limit = build_position(self.model).max_length()
         tokens = sequence_tokens(task, longest)
         if limit is not None and tokens > limit:
+            key = f"model.options.{self.model.position}.max_positions"
             raise ConfigError(
-                f"model.max_positions={limit} is shorter than the longest training sequence "
-                f"({tokens} tokens at data.train_max_length={longest}); "
-                f"set model.max_positions >= {tokens}"
+                f"{key}={limit} is shorter than the longest training sequence "
+                f"({tokens} tokens at data.train_max_length={longest}); set {key} >= {tokens}"
             )
 
 
@@ -304,7 +309,7 @@ def load_config(
             f"model.vocab_size is set by the task ({config.data.task!r} has {vocab_size} tokens); "
             "remove model.vocab_size from the config"
         )
-    config.model = ModelConfig(**{**vars(config.model), "vocab_size": vocab_size})
+    config.model = replace(config.model, vocab_size=vocab_size)
     return config
 
 
@@ -353,6 +358,8 @@ def config_from_dict(values: dict[str, Any]) -> Config:
         ConfigError: the values do not fit this version's config (one line).
     """
     try:
+        if isinstance(values.get("model"), dict):  # runs saved before model.options existed
+            values = {**values, "model": migrate_keys(values["model"])}
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(values))
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError) as error:
@@ -438,6 +445,9 @@ def _one_line(error: Exception) -> str:
     """First line of an OmegaConf error, with the allowed keys when a key is unknown."""
     message = str(error).splitlines()[0] if str(error) else type(error).__name__
     full_key = getattr(error, "full_key", None)
+    renamed = full_key and RENAMED_KEYS.get(full_key.removeprefix("model."))
+    if type(error).__name__ == "ConfigKeyError" and renamed:
+        return f"config key {full_key!r} was renamed; use model.{renamed} instead"
     if type(error).__name__ == "ConfigKeyError" and full_key:
         section = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
         if section:

@@ -286,6 +286,7 @@ def evaluate_run(
     started = time.perf_counter()
     device = resolve_device(device) if isinstance(device, str) else device
     config, model, state = load_run(run_dir, device)
+    model = model.at_evaluation((eval_config or config.eval).position_options)
     result = evaluate_model(model, config, eval_config, progress)
     if not state.get("finished", True):
         result["summary"]["notes"].append(

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from lab.files import atomic_write, atomic_writer
 from lab.stats import t_interval
 from model.position import available_schemes
+from model.position.options import describe
 
 SCHEMA_VERSION = 2
 EVAL_NAME = "eval.json"
@@ -352,6 +353,21 @@ def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results,
         key=lambda r: (r["task"], order.get(r["position"], len(order)), r["position"], r["seed"]),
     )
+
+
+def position_options(results: list[dict[str, Any]], out_dir: str | Path) -> list[str]:
+    """One Markdown bullet per run: its scheme's options as trained, and any evaluation-time
+    overrides, e.g. ``- rope-svo-seed0: rope(theta=10000.0, rotary_fraction=1.0)``."""
+    lines = []
+    for r in results:
+        model, position = r["config"]["model"], r["position"]
+        trained = describe(position, model.get("options", {}).get(position, {}))
+        randomized = model.get("randomized_positions")
+        wrapped = f"randomized({trained}, L={randomized})" if randomized else trained
+        overrides = r["config"]["eval"].get("position_options")
+        at_eval = f"; evaluated with {overrides}" if overrides else ""
+        lines.append(f"- {run_label(r, out_dir)}: {wrapped}{at_eval}")
+    return lines
 
 
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:

@@ -129,5 +129,8 @@ def hparams(config: Config) -> dict[str, Any]:
         for key, value in config_to_dict(config)[section].items():
             if isinstance(value, (int, float, str, bool)):
                 flat[f"{section}.{key}"] = value
+    position = config.model.position
+    for key, value in config.model.options[position].items():  # the active scheme's options
+        flat[f"model.options.{position}.{key}"] = value
     flat["seed"] = config.seed
     return flat

@@ -1,37 +1,50 @@
 """Multi-head self-attention on PyTorch's fused ``scaled_dot_product_attention`` (SDPA)."""
 
 from dataclasses import dataclass
+from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.position.base import QKRotation
+from model.mask import add_layer_bias
+from model.position.base import PositionScheme
 
 
 @dataclass
 class AttentionContext:
-    """What the position scheme contributes to every layer, built once per forward pass.
+    """What every layer needs from one forward pass, built once by the transformer.
 
     Attributes:
-        qk_rotation: applied to queries and keys ``(B, H, T, Dh)``, or None.
-        attn_mask: additive float mask ``(1 or B, H, T, T)`` (causal mask already merged), or None.
+        position: the position scheme; its ``layer`` hook runs in every layer.
+        state: the scheme's per-forward state (:meth:`PositionScheme.prepare`).
+        attn_mask: additive float mask ``(T, T)`` or ``(1 or B, H, T, T)`` from
+            :func:`model.mask.attention_mask`, or None.
         is_causal: let SDPA apply the causal mask itself (only when ``attn_mask`` is None).
+        causal, prefix_len: the masking rule, for biases a layer adds.
+        dtype: dtype of the scores (the autocast dtype under autocast).
     """
 
-    qk_rotation: QKRotation | None
+    position: PositionScheme
+    state: Any
     attn_mask: Tensor | None
     is_causal: bool
+    causal: bool
+    prefix_len: int | None
+    dtype: torch.dtype
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention, ``softmax(q k^T / sqrt(Dh) + bias) v`` (Vaswani et al. 2017).
+    """Multi-head self-attention, ``softmax(s * q k^T / sqrt(Dh) + bias) v`` (Vaswani et al.
+    2017), with q, k, bias and ``s`` (default 1) from the position scheme's ``layer`` hook.
 
     Input and output are ``(B, T, D)``.
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, index: int) -> None:
         super().__init__()
+        self.index = index
         self.n_heads = config.n_heads
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
@@ -40,17 +53,18 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         b, t, d = x.shape
         qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        # qkv: (3, B, H, T, Dh)
-        qk, v = qkv[:2], qkv[2]
-        if context.qk_rotation is not None:
-            qk = context.qk_rotation(qk)  # queries and keys rotated in one call
-        q, k = qk[0], qk[1]  # each (B, H, T, Dh)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # each (B, H, T, Dh)
+        scores = context.position.layer(self.index, q, k, context.state)
+        mask = add_layer_bias(
+            context.attn_mask, scores.bias, context.causal, context.prefix_len, context.dtype
+        )
         y = F.scaled_dot_product_attention(
-            q,
-            k,
+            scores.q,
+            scores.k,
             v,
-            attn_mask=context.attn_mask,
+            attn_mask=mask,
             dropout_p=self.dropout if self.training else 0.0,
-            is_causal=context.is_causal,
+            is_causal=context.is_causal and mask is None,
+            scale=None if scores.scale is None else scores.scale * q.shape[-1] ** -0.5,
         )  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)

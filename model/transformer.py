@@ -1,14 +1,16 @@
 """A minimal decoder-only transformer whose position scheme is one swappable module."""
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
+from model.mask import MaskCache, attention_mask
 from model.position import build_position
-from model.position.base import check_positions, prefix_lm_fill
+from model.position.base import check_positions
 
 
 class MLP(nn.Module):
@@ -26,10 +28,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))`` (GPT-2 layout)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, index: int) -> None:
         super().__init__()
         self.attn_norm = nn.LayerNorm(config.d_model)
-        self.attn = SelfAttention(config)
+        self.attn = SelfAttention(config, index)
         self.mlp_norm = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
         self.drop = nn.Dropout(config.dropout)
@@ -43,8 +45,9 @@ class Transformer(nn.Module):
     """Decoder-only transformer: token embedding, position scheme, pre-norm blocks, LM head.
 
     The token embedding is a table lookup, equal to ``one_hot(idx) @ W_E``. The position scheme
-    (``config.position``) is one module, ``self.position``, that may add to the embeddings,
-    rotate queries and keys, or bias attention scores; see :mod:`model.position.base`.
+    (``config.position``) is one module, ``self.position``, that may choose the positions, add
+    to the embeddings, bias attention scores, and act in every layer on its queries and keys;
+    see :mod:`model.position.base`.
 
     Raises:
         ValueError: (in ``__init__``) an invalid config is rejected by :class:`ModelConfig`.
@@ -55,11 +58,13 @@ class Transformer(nn.Module):
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position = build_position(config)
+        self._masks = MaskCache()
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(self._init_weights)
+        self.position.reset_parameters()
         for block in self.blocks:  # GPT-2: scale residual projections by 1/sqrt(2 * n_layers)
             for proj in (block.attn.out, block.mlp.down):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * config.n_layers))
@@ -78,9 +83,13 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """Next-token logits.
 
+        Only shapes are checked here (no value is read, so no host synchronisation); values
+        are checked at the edge by :meth:`check_inputs`.
+
         Args:
             idx: token ids, int64 ``(B, T)``, values in ``[0, vocab_size)``.
-            positions: int64 ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)`` (cached path).
+            positions: int64 ``(T,)`` or ``(B, T)``; ``None`` lets the scheme choose
+                (``arange(T)``, the cached path, except where a training rule differs).
             prefix_len: bidirectional models only (``causal=False``): attend bidirectionally
                 within the first ``prefix_len`` tokens and causally after them (a prefix LM),
                 so teacher forcing never shows a token its own target. ``None`` attends to
@@ -90,44 +99,104 @@ class Transformer(nn.Module):
             Logits ``(B, T, vocab_size)``, float32 (or the autocast dtype).
 
         Raises:
-            ValueError: ``idx`` not 2-D or out of the vocabulary; ``positions`` of the wrong
-                shape or negative; a position past a learned table's ``max_positions``;
+            ValueError: ``idx`` not 2-D; ``positions`` of the wrong shape, dtype or batch size;
                 ``prefix_len`` outside ``[0, T]``.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
-        if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
-            raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}), got values from "
-                f"{int(idx.min())} to {int(idx.max())}"
-            )
-        t = idx.shape[1]
-        if positions is not None:
+        b, t = idx.shape
+        if positions is None:
+            positions = self.position.select_positions(t, b, idx.device)
+        else:
             check_positions(positions, t)
-            if positions.dim() == 2 and positions.shape[0] not in (1, idx.shape[0]):
-                raise ValueError(
-                    f"positions has batch size {positions.shape[0]} but idx has {idx.shape[0]}"
-                )
+            if positions.dim() == 2 and positions.shape[0] not in (1, b):
+                raise ValueError(f"positions has batch size {positions.shape[0]} but idx has {b}")
+        causal = self.config.causal
+        prefix = None if causal else prefix_len
+        if prefix is not None and not 0 <= prefix <= t:
+            raise ValueError(f"prefix_len={prefix} is outside [0, {t}]")
         x = self.token_embedding(idx)  # (B, T, D)
         added = self.position.embedding(positions, t)
         if added is not None:
             x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
         dtype = attention_dtype(x)
-        bias = self.position.score_bias(positions, t, self.config.causal, dtype)
-        if not self.config.causal and prefix_len is not None:
-            if not 0 <= prefix_len <= t:
-                raise ValueError(f"prefix_len={prefix_len} is outside [0, {t}]")
-            plain = torch.zeros(t, t, device=x.device, dtype=dtype) if bias is None else bias
-            bias = prefix_lm_fill(plain, prefix_len)  # (T, T) or (1 or B, H, T, T)
+        mask = self._mask(positions, t, prefix, x.device, dtype)
         context = AttentionContext(
-            qk_rotation=self.position.qk_rotation(positions, t),
-            attn_mask=bias,
-            is_causal=self.config.causal and bias is None,
+            position=self.position,
+            state=self.position.prepare(positions, t),
+            attn_mask=mask,
+            is_causal=causal and mask is None,
+            causal=causal,
+            prefix_len=prefix,
+            dtype=dtype,
         )
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, context)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+    def _mask(
+        self,
+        positions: Tensor | None,
+        t: int,
+        prefix: int | None,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> Tensor | None:
+        """The forward pass's attention mask with the scheme's shared bias merged in."""
+        scheme, causal = self.position, self.config.causal
+        if scheme.fixed_bias and positions is None and prefix is None:
+            return self._masks.get(t, causal, dtype, device, lambda n: scheme.score_bias(None, n))
+        bias = scheme.score_bias(positions, t)
+        return attention_mask(t, causal, prefix, bias, device, dtype)
+
+    def at_evaluation(self, overrides: dict[str, Any]) -> "Transformer":
+        """This model (itself when ``overrides`` is empty) or a copy with the same weights whose
+        position options are changed by ``overrides`` (see :meth:`ModelConfig.at_evaluation`),
+        on the same device and in the same train/eval mode.
+
+        Raises:
+            ValueError: an option that is not evaluable for this scheme, or a bad value.
+        """
+        if not overrides:
+            return self
+        other = Transformer(self.config.at_evaluation(dict(overrides)))
+        other.load_state_dict(self.state_dict())
+        return other.to(self.token_embedding.weight.device).train(self.training)
+
+    def reserve(self, n_positions: int) -> None:
+        """Grow the position scheme's cached tables, and a fixed bias's cached mask (for this
+        model's dtype and device), to ``n_positions`` outside any forward pass: call it before
+        ``torch.compile`` so the compiled graph never rebuilds a table."""
+        self.position.reserve(n_positions)
+        weight = self.token_embedding.weight
+        self._mask(None, n_positions, None, weight.device, weight.dtype)
+
+    def check_inputs(self, idx: Tensor, positions: Tensor | None = None) -> None:
+        """Check values that ``forward`` does not read: call where inputs are made.
+
+        Raises:
+            ValueError: a token id outside ``[0, vocab_size)``; a negative position; a position
+                past the scheme's :meth:`max_length` (a learned table's ``max_positions``).
+        """
+        if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
+            raise ValueError(
+                f"token ids must lie in [0, {self.config.vocab_size}), got values from "
+                f"{int(idx.min())} to {int(idx.max())}"
+            )
+        t = idx.shape[-1]
+        if positions is not None:
+            check_positions(positions, t)
+            if positions.numel() and int(positions.min()) < 0:
+                raise ValueError(f"positions must be >= 0, got minimum {int(positions.min())}")
+        last = t - 1 if positions is None or not positions.numel() else int(positions.max())
+        limit = self.position.max_length()
+        if limit is not None and last >= limit:
+            raise ValueError(
+                f"sequence needs position {last} (length {last + 1}) but {self.config.position} "
+                f"encodes {limit} positions; train with a larger "
+                f"model.options.{self.config.position}.max_positions"
+            )
 
 
 def attention_dtype(x: Tensor) -> torch.dtype:

@@ -77,7 +77,7 @@ def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, TrainRes
     return config, result
 
 
-TINY = dict(vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_positions=64)
+TINY = dict(vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)
 """Hyperparameters of the tiny test model; override any field per test."""
 
 
@@ -98,9 +98,11 @@ def strengthen(model: Transformer) -> Transformer:
 
 @pytest.fixture
 def make_model() -> Iterator[Callable[..., Transformer]]:
-    """``make_model(position, causal=True, strong=False, seed=0, **overrides)``.
+    """``make_model(position, causal=True, strong=False, seed=0, max_positions=64, **overrides)``.
 
-    Returns a float32 model in eval mode, built after ``torch.manual_seed(seed)``.
+    Returns a float32 model in eval mode, built after ``torch.manual_seed(seed)``;
+    ``max_positions`` sets a learned table's rows (``model.options.learned.max_positions``), and
+    ``options`` in ``overrides`` other schemes' options.
 
     Tests that use it run on one intra-op thread (restored afterwards): the tiny matmuls gain
     nothing from threads, and on a busy 2-core machine OpenMP's thread barriers made the suite
@@ -110,10 +112,17 @@ def make_model() -> Iterator[Callable[..., Transformer]]:
     torch.set_num_threads(1)
 
     def build(
-        position: str, causal: bool = True, strong: bool = False, seed: int = 0, **overrides
+        position: str,
+        causal: bool = True,
+        strong: bool = False,
+        seed: int = 0,
+        max_positions: int = 64,
+        **overrides,
     ) -> Transformer:
         torch.manual_seed(seed)
-        config = ModelConfig(**{**TINY, "position": position, "causal": causal, **overrides})
+        options = {"learned": {"max_positions": max_positions}, **overrides.pop("options", {})}
+        values = {**TINY, "position": position, "causal": causal, "options": options}
+        config = ModelConfig(**{**values, **overrides})
         model = Transformer(config).eval()
         return strengthen(model) if strong else model
 

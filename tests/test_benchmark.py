@@ -5,6 +5,7 @@ import torch
 
 from lab.benchmark import flops_per_token, matmul_params, run_benchmark
 from model import ModelConfig, Transformer
+from model.position import available_schemes
 
 STANDARD = ModelConfig(vocab_size=64, d_model=128, n_layers=4, n_heads=4, d_ff=512)
 
@@ -20,15 +21,16 @@ def test_flops_per_token_of_the_standard_configuration():
 
 @pytest.mark.slow
 def test_run_benchmark_reports_every_scheme():
-    tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64, max_positions=8)
+    tiny = ModelConfig(
+        vocab_size=16,
+        d_model=32,
+        n_layers=1,
+        n_heads=4,
+        d_ff=64,
+        options={"learned": {"max_positions": 8}},
+    )
     result = run_benchmark(tiny, 4, 8, [16], 64, torch.device("cpu"), repeats=2)
-    assert [t["position"] for t in result["train"]] == [
-        "none",
-        "learned",
-        "sinusoidal",
-        "rope",
-        "alibi",
-    ]
+    assert [t["position"] for t in result["train"]] == list(available_schemes())
     assert all(t["tokens_per_s"] > 0 and t["mfu"] > 0 for t in result["train"])
     assert next(t for t in result["train"] if t["position"] == "none")["vs_none"] == 1.0
     evals = {e["position"]: e for e in result["eval"]}

@@ -7,9 +7,11 @@ import pytest
 import torch
 import torch._dynamo
 
+from model.position import available_schemes
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme", ["none", "learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("scheme", available_schemes())
 def test_new_lengths_do_not_recompile(scheme, make_model):
     torch._dynamo.reset()
     model = make_model(scheme)

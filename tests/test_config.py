@@ -317,7 +317,10 @@ def test_a_bare_leaf_key_suggests_its_section():
         (["train.grad_clip=nan"], "train.grad_clip=nan is invalid; it must be a finite number"),
         (["train.weight_decay=nan"], "train.weight_decay=nan is invalid; it must be a finite"),
         (["train.lr=inf"], "train.lr=inf is invalid; it must be a finite number"),
-        (["model.rope_theta=inf"], "model.rope_theta=inf is invalid; it must be a finite number"),
+        (
+            ["model.options.rope.theta=inf"],
+            "model.options.rope.theta=inf is invalid; it must be a finite number",
+        ),
         (["eval.max_length_factor=nan"], "eval.max_length_factor=nan is invalid; it must be a"),
         (["train.beta1=1.5"], "train.beta1=1.5 is invalid; it must be in [0, 1)"),
         (["train.beta2=1.0"], "train.beta2=1.0 is invalid; it must be in [0, 1)"),
@@ -347,12 +350,13 @@ def test_a_bare_leaf_key_suggests_its_section():
         (
             [
                 "model.position=learned",
-                "model.max_positions=20",
+                "model.options.learned.max_positions=20",
                 "data.task=copy",
                 "data.train_max_length=10",
             ],
-            "model.max_positions=20 is shorter than the longest training sequence (22 tokens at "
-            "data.train_max_length=10); set model.max_positions >= 22",
+            "model.options.learned.max_positions=20 is shorter than the longest training "
+            "sequence (22 tokens at data.train_max_length=10); set "
+            "model.options.learned.max_positions >= 22",
         ),
     ],
 )
@@ -371,7 +375,8 @@ def test_the_length_cap_is_4096_input_tokens_including_the_periodic_4x_evaluatio
     assert "4098 tokens" in one_line_error([*lengths, "eval.lengths=[2048]"])
     # a learned table exactly as long as the longest training input is enough
     learned = ["model.position=learned", "data.task=copy", "data.train_max_length=10"]
-    assert load_config(None, [*learned, "model.max_positions=22"]).model.max_positions == 22
+    rows = "model.options.learned.max_positions=22"
+    assert load_config(None, [*learned, rows]).model.options["learned"]["max_positions"] == 22
 
 
 @pytest.mark.parametrize("text", ["007", "1e3", "null", "true", "[1]", "0x10"])

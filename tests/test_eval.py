@@ -30,6 +30,7 @@ from lab.probe import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
 from lab.report import SCHEMA, percent, plot_accuracy_vs_length, write_reports
 from lab.trainer import build_model, train
 from model import ModelConfig
+from model.position import available_schemes
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=4", "model.d_ff=64"]
 COPY = ["data.task=copy", "data.train_min_length=2", "data.train_max_length=4"]
@@ -289,7 +290,7 @@ def test_unsupported_lengths_give_null_figures_with_reasons():
 
 
 def test_learned_model_reports_lengths_past_its_table_as_unsupported():
-    config = copy_config("model.position=learned", "model.max_positions=12")
+    config = copy_config("model.position=learned", "model.options.learned.max_positions=12")
     model = build_model(config, torch.device("cpu")).eval()
     result = evaluate_model(model, config, FAST_EVAL)
     rows = result["lengths"]
@@ -329,7 +330,7 @@ def test_bidirectional_nope_never_gets_both_members_of_an_svo_pair(make_model):
         assert pairs.pair_accuracy == 0.0 and pairs.member_accuracy <= 0.5
 
 
-@pytest.mark.parametrize("position", ["none", "learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("position", available_schemes())
 def test_permutation_probe_moves_causal_models(position, make_model):
     # Measured on these seeded models: TVD 0.03 .. 0.21 (copy and svo); the bound leaves 30x.
     for task, length in ((build_task("copy", 13), 8), (build_task("svo"), 6)):
@@ -437,7 +438,7 @@ def test_tensorboard_gets_the_extrapolation_curve(run_result, trained_run):
 def test_reports_tables_and_plot(run_result, tmp_path):
     second = copy.deepcopy(run_result)
     second["run_dir"], second["seed"] = str(tmp_path / "copy_rope_seed1"), 1
-    config = copy_config("model.position=learned", "model.max_positions=12")
+    config = copy_config("model.position=learned", "model.options.learned.max_positions=12")
     learned = evaluate_model(build_model(config, torch.device("cpu")), config, FAST_EVAL)
     learned["run_dir"] = str(tmp_path / "copy_learned")
     results = [run_result, second, learned]

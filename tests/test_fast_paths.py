@@ -15,14 +15,22 @@ from data import build_task
 from lab.benchmark import peak_memory, reset_peak_memory
 from lab.extrapolation import evaluate_length
 from model import ModelConfig, Transformer
+from model.attention import AttentionContext, SelfAttention
+from model.position import Scores, available_schemes, scheme_class
 
-SCHEMES = ("none", "learned", "sinusoidal", "rope", "alibi")
+CASES = [
+    (scheme, causal)
+    for scheme in available_schemes()
+    for causal in (True, False)
+    if causal or scheme_class(scheme).bidirectional
+]
 
 
-def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """Textbook attention over (B, H, T, Dh), with the causal mask written out."""
     t = q.shape[-2]
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-1, -2) * scale  # (B, H, T, T)
     if is_causal:
         future = torch.ones(t, t, dtype=torch.bool).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
@@ -31,8 +39,7 @@ def plain_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
     return scores.softmax(dim=-1) @ v  # (B, H, T, Dh)
 
 
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize(("scheme", "causal"), CASES)
 def test_fast_path_equals_plain_path(scheme, causal, monkeypatch, make_model):
     # unit-scale weights (strong=True), so attention is far from uniform
     model = make_model(scheme, causal=causal, strong=True, max_positions=160)
@@ -63,3 +70,24 @@ def test_long_evaluation_memory_is_bounded():
     grown_mib = (peak_memory(torch.device("cpu")) - before) / 2**20
     assert result.tokens == 4096 and result.samples == 8
     assert grown_mib < 512, f"peak memory grew by {grown_mib:.0f} MiB"
+
+
+class ScaledScores:
+    """Stands in for a scheme whose ``layer`` asks for scores scaled by 2 (and a bias)."""
+
+    def layer(self, index, q, k, state):
+        bias = torch.linspace(-1, 1, 49).view(1, 1, 7, 7).expand(1, 4, 7, 7)
+        return Scores(q, k, bias=bias, scale=2.0)
+
+
+def test_layer_scale_and_bias_reach_the_scores():
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=16, d_model=32, n_heads=4, position="none")
+    attention = SelfAttention(config, 0).eval()
+    context = AttentionContext(ScaledScores(), None, None, True, True, None, torch.float32)
+    x = torch.randn(2, 7, 32)
+    q, k, v = attention.qkv(x).view(2, 7, 3, 4, 8).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+    scores = 2.0 * q @ k.transpose(-1, -2) / math.sqrt(8) + ScaledScores().layer(0, q, k, None).bias
+    scores = scores.masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
+    expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 7, 32))
+    torch.testing.assert_close(attention(x, context), expected, rtol=1e-5, atol=1e-6)

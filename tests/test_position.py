@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from model.mask import MaskCache, attention_mask
 from model.position import (
     alibi_bias,
     alibi_slopes,
@@ -250,20 +251,21 @@ INF = float("inf")
 
 
 def test_alibi_bias_hand_checked_causal():
-    bias = alibi_bias(torch.tensor([0.5, 0.25]), torch.arange(3), causal=True)
+    bias = alibi_bias(torch.tensor([0.5, 0.25]), torch.arange(3), 3)
+    mask = attention_mask(3, True, None, bias, torch.device("cpu"), torch.float32)
     expected = torch.tensor(
         [
             [[0.0, -INF, -INF], [-0.5, 0.0, -INF], [-1.0, -0.5, 0.0]],
             [[0.0, -INF, -INF], [-0.25, 0.0, -INF], [-0.5, -0.25, 0.0]],
         ]
     ).unsqueeze(0)
-    assert bias.dtype == torch.float32
-    assert bias.shape == (1, 2, 3, 3)
-    assert torch.equal(bias, expected)
+    assert mask.dtype == torch.float32
+    assert mask.shape == (1, 2, 3, 3)
+    assert torch.equal(mask, expected)
 
 
 def test_alibi_bias_hand_checked_bidirectional():
-    bias = alibi_bias(torch.tensor([0.5, 0.25]), torch.arange(3), causal=False)
+    bias = alibi_bias(torch.tensor([0.5, 0.25]), None, 3)
     expected = torch.tensor(
         [
             [[0.0, -0.5, -1.0], [-0.5, 0.0, -0.5], [-1.0, -0.5, 0.0]],
@@ -271,6 +273,8 @@ def test_alibi_bias_hand_checked_bidirectional():
         ]
     ).unsqueeze(0)
     assert torch.equal(bias, expected)
+    mask = attention_mask(3, False, None, bias, torch.device("cpu"), torch.float32)
+    assert torch.equal(mask, expected)  # bidirectional without a prefix: nothing blocked
 
 
 def expected_alibi(slopes, t, causal):
@@ -286,38 +290,42 @@ def expected_alibi(slopes, t, causal):
     return out
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_alibi_module_score_bias_matches_definition(make_model, causal):
-    model = make_model("alibi", causal=causal)  # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8
-    bias = model.position.score_bias(None, 7, causal, torch.float32)
+SLOPES_4 = [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8]
+
+
+def test_alibi_module_score_bias_matches_definition(make_model):
+    model = make_model("alibi")  # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8
+    bias = model.position.score_bias(None, 7)
     assert bias.shape == (1, 4, 7, 7)
-    assert torch.equal(bias, expected_alibi([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8], 7, causal))
+    assert torch.equal(bias, expected_alibi(SLOPES_4, 7, causal=False))
+
+
+def test_alibi_default_equals_explicit_positions(make_model):
+    position = make_model("alibi").position
+    default = position.score_bias(None, 9)
+    assert torch.equal(position.score_bias(torch.arange(9), 9), default)
+    batched = position.score_bias(torch.arange(9).expand(2, 9), 9)
+    assert batched.shape == (2, 4, 9, 9)
+    assert torch.equal(batched, default.expand(2, -1, -1, -1))
+    # A relative scheme: shifted positions give the same bias.
+    assert torch.equal(position.score_bias(torch.arange(9) + 500, 9), default)
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_alibi_cached_path_equals_explicit_positions(make_model, causal):
-    position = make_model("alibi", causal=causal).position
-    cached = position.score_bias(None, 9, causal, torch.float32)
-    explicit = position.score_bias(torch.arange(9), 9, causal, torch.float32)
-    assert torch.equal(cached, explicit)
-    batched = position.score_bias(torch.arange(9).expand(2, 9), 9, causal, torch.float32)
-    assert batched.shape == (2, 4, 9, 9)
-    assert torch.equal(batched, cached.expand(2, -1, -1, -1))
-    # A relative scheme: shifted positions give the same bias.
-    shifted = position.score_bias(torch.arange(9) + 500, 9, causal, torch.float32)
-    assert torch.equal(shifted, cached)
-
-
-def test_alibi_cache_reused_and_grown(make_model):
+def test_mask_cache_reused_and_grown(make_model, causal):
     position = make_model("alibi").position
-    first = position.score_bias(None, 12, True, torch.float32)
-    again = position.score_bias(None, 12, True, torch.float32)
-    shorter = position.score_bias(None, 5, True, torch.float32)
+    cache = MaskCache()
+
+    def get(t):
+        cpu = torch.device("cpu")
+        return cache.get(t, causal, torch.float32, cpu, lambda n: position.score_bias(None, n))
+
+    first = get(12)
+    again, shorter = get(12), get(5)
     assert again.data_ptr() == first.data_ptr()
     assert shorter.data_ptr() == first.data_ptr()
-    assert torch.equal(shorter, expected_alibi([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8], 5, True))
-    longer = position.score_bias(None, 20, True, torch.float32)
-    assert torch.equal(longer, expected_alibi([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8], 20, True))
+    assert torch.equal(shorter, expected_alibi(SLOPES_4, 5, causal))
+    assert torch.equal(get(20), expected_alibi(SLOPES_4, 20, causal))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,17 +343,19 @@ def test_learned_lengths_up_to_max_positions_work(make_model):
 
 def test_learned_default_positions_past_table_raise(make_model):
     model = make_model("learned", max_positions=16)
-    with pytest.raises(ValueError, match=r"length 17\b.*max_positions=16"):
-        model(torch.zeros(1, 17, dtype=torch.long))
+    message = r"length 17\b.*encodes 16 positions.*model\.options\.learned\.max_positions"
+    with pytest.raises(ValueError, match=message):
+        model.check_inputs(torch.zeros(1, 17, dtype=torch.long))
 
 
 def test_learned_explicit_positions_past_table_raise(make_model):
     model = make_model("learned", max_positions=16)
     idx = torch.zeros(2, 4, dtype=torch.long)
-    with pytest.raises(ValueError, match=r"length 17\b.*max_positions=16"):
-        model(idx, positions=torch.arange(4) + 13)  # last position 16
-    with pytest.raises(ValueError, match=r"length 31\b.*max_positions=16"):
-        model(idx, positions=torch.tensor([[0, 1, 2, 3], [27, 28, 29, 30]]))
+    model.check_inputs(idx, positions=torch.arange(4) + 12)  # last position 15: fits
+    with pytest.raises(ValueError, match=r"length 17\b.*encodes 16 positions"):
+        model.check_inputs(idx, positions=torch.arange(4) + 13)  # last position 16
+    with pytest.raises(ValueError, match=r"length 31\b.*encodes 16 positions"):
+        model.check_inputs(idx, positions=torch.tensor([[0, 1, 2, 3], [27, 28, 29, 30]]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +388,7 @@ def test_sinusoidal_cache_reused_across_steps(make_model):
     assert model.position._table is table
     assert model.position._table.data_ptr() == table.data_ptr()
     assert table.shape[0] >= 300
-    expected = model.config.sinusoidal_scale * sinusoidal_table(300, 32)
+    expected = model.config.scheme_options.scale * sinusoidal_table(300, 32)
     torch.testing.assert_close(table[:300], expected, rtol=0, atol=0)
 
 

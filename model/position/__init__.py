@@ -1,29 +1,31 @@
 """Position schemes, one file each, behind the interface of :mod:`model.position.base`.
 
-Importing this package registers the built-in schemes: ``none``, ``learned``, ``sinusoidal``,
-``rope`` and ``alibi``. A new scheme is one subclass of :class:`PositionScheme` decorated with
-``@register("name")`` plus one import line here.
+Importing this package registers the built-in schemes. A new scheme is one file holding a
+subclass of :class:`PositionScheme` decorated with ``@register("name")``, plus its module in
+the import line below.
 """
 
 # isort: off
 # registration order is the order of every listing: from no position information to relative
 from model.position import none, learned, sinusoidal, rope, alibi  # noqa: F401
+from model.position import t5, kerple, fire, xpos, cope  # noqa: F401
 
 # isort: on
 from model.position.alibi import alibi_bias, alibi_slopes
 from model.position.base import (
     PositionScheme,
-    QKRotation,
+    Scores,
     available_schemes,
     build_position,
     register,
+    scheme_class,
 )
 from model.position.rope import apply_rope, rope_frequencies
 from model.position.sinusoidal import sinusoidal_table
 
 __all__ = [
     "PositionScheme",
-    "QKRotation",
+    "Scores",
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
@@ -31,5 +33,6 @@ __all__ = [
     "build_position",
     "register",
     "rope_frequencies",
+    "scheme_class",
     "sinusoidal_table",
 ]

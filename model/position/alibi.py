@@ -6,13 +6,7 @@ import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.position.base import (
-    PositionScheme,
-    causal_fill,
-    check_positions,
-    outside_autograd,
-    register,
-)
+from model.position.base import PositionScheme, register, relative_distance
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -41,26 +35,21 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(slopes: Tensor, positions: Tensor, causal: bool) -> Tensor:
-    """Additive score bias ``-m_h * (i - j)`` for query position ``i`` and key position ``j``.
+def alibi_bias(slopes: Tensor, positions: Tensor | None, seq_len: int) -> Tensor:
+    """Additive score bias ``-m_h * |i - j|`` for query position ``i`` and key position ``j``.
 
-    Bidirectional attention uses the symmetric ``-m_h * |i - j|``. When ``causal``, keys after
-    the query (by sequence index) get ``-inf``.
+    Causal models only ever see ``j <= i``, where this is Press et al.'s ``-m_h * (i - j)``;
+    bidirectional ones get the symmetric form. No mask: :mod:`model.mask` adds it.
 
     Args:
         slopes: float32 ``(H,)``.
-        positions: integer ``(T,)`` or ``(B, T)``.
-        causal: merge the causal mask into the bias.
+        positions: None (``arange(T)``), integer ``(T,)`` or ``(B, T)``.
+        seq_len: ``T``.
 
     Returns:
         float32 ``(1, H, T, T)`` or ``(B, H, T, T)``.
     """
-    pos = positions.float()
-    distance = pos.unsqueeze(-1) - pos.unsqueeze(-2)  # (..., T, T): i - j
-    # causal: an infinite distance to future keys becomes the -inf of the causal mask, so the
-    # (B, H, T, T) bias is built once, not built and then copied by a masked fill
-    distance = causal_fill(distance, math.inf) if causal else distance.abs()
-    distance = distance if distance.dim() == 3 else distance.unsqueeze(0)  # (1 or B, T, T)
+    distance = relative_distance(positions, seq_len, slopes.device).abs()  # (1 or B, T, T)
     return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, T, T)
 
 
@@ -68,29 +57,17 @@ def alibi_bias(slopes: Tensor, positions: Tensor, causal: bool) -> Tensor:
 class ALiBiPosition(PositionScheme):
     """Adds ``-alibi_slopes[h] * distance`` to every head's scores; no embedding, no rotation.
 
-    For default positions the bias (causal mask merged in) is cached per (causal, dtype) at the
-    longest length seen (grown to exactly that length, since it is quadratic) and sliced for
-    shorter ones: it depends on ``i - j`` only.
+    The bias at default positions is a fixed function of ``T``, so the model caches it with the
+    mask merged in (:class:`model.mask.MaskCache`).
     """
 
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__(config)
-        self.register_buffer("alibi_slopes", alibi_slopes(config.n_heads), persistent=False)
-        self._cache: dict[tuple[bool, torch.dtype], Tensor] = {}
+    relative = True
+    fixed_bias = True
 
-    def score_bias(
-        self, positions: Tensor | None, seq_len: int, causal: bool, dtype: torch.dtype
-    ) -> Tensor:
-        """``dtype`` ``(1, H, T, T)`` for default positions, ``(1 or B, H, T, T)`` otherwise."""
-        if positions is not None:
-            check_positions(positions, seq_len)
-            positions = positions.to(self.alibi_slopes.device)
-            return alibi_bias(self.alibi_slopes, positions, causal).to(dtype)
-        key = (causal, dtype)
-        cache = self._cache.get(key)  # (1, H, P, P), P the longest length seen
-        if cache is None or cache.shape[-1] < seq_len or cache.device != self.alibi_slopes.device:
-            positions = torch.arange(seq_len, device=self.alibi_slopes.device)
-            with outside_autograd():
-                cache = alibi_bias(self.alibi_slopes, positions, causal).to(dtype)
-            self._cache[key] = cache
-        return cache[..., :seq_len, :seq_len]  # (1, H, T, T), a view
+    def __init__(self, config: ModelConfig, options: object) -> None:
+        super().__init__(config, options)
+        self.register_buffer("alibi_slopes", alibi_slopes(config.n_heads), persistent=False)
+
+    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor:
+        """Float32 ``(1 or B, H, T, T)``."""
+        return alibi_bias(self.alibi_slopes, positions, seq_len)

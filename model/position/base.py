@@ -1,25 +1,35 @@
 """The interface every position scheme implements, and the registry that names them.
 
-A position scheme can act at three places in a decoder-only transformer:
+A scheme is an ``nn.Module`` with up to four hooks, called by :class:`model.Transformer`:
 
-1. ``embedding``: add a vector to the token embeddings before the first block
+0. ``select_positions``: the positions of one forward pass, a rule per mode (training or
+   evaluation); ``None`` means ``arange(T)``, the fast cached path;
+2. ``embedding``: a vector added to the token embeddings before the first block
    (learned absolute, sinusoidal);
-2. ``qk_rotation``: transform queries and keys inside every attention layer (RoPE);
-3. ``score_bias``: add a bias to the attention scores (ALiBi).
+3. ``score_bias``: an additive bias on the attention scores shared by every layer, computed once
+   per forward pass (ALiBi, T5, Kerple, FIRE); pure: the causal or prefix-LM mask is added by
+   :mod:`model.mask`, never by a scheme;
+4. ``layer``: per layer, with that layer's queries and keys: rotated q/k (RoPE, xPos), a
+   per-layer bias (T5 per layer, CoPE) and optionally a score scale (:class:`Scores`).
 
-A scheme overrides the hooks it needs; the others return ``None`` and cost nothing. The
-transformer calls each hook once per forward pass and hands the result to every layer.
+A scheme overrides the hooks it needs; the others return ``None`` (or q/k untouched). Its
+options are a frozen dataclass, ``Options``, validated when the config is built and saved with
+every run (``model.options.NAME``); ``evaluable`` names the options that may change at
+evaluation time without retraining. Class attributes state the properties the registry-wide
+tests check: ``relative`` (logits invariant to shifting every position), ``learnable`` (has
+parameters that training must change), ``bidirectional`` (supports ``causal=False``).
 
 Shape notation: ``B`` batch, ``T`` sequence length, ``D`` model width, ``H`` heads,
-``Dh`` head width. ``positions`` is ``None`` (meaning ``arange(T)``, the fast cached path) or a
-LongTensor of shape ``(T,)`` or ``(B, T)``.
+``Dh`` head width. ``positions`` is ``None`` (meaning ``arange(T)``) or a LongTensor of shape
+``(T,)`` or ``(B, T)``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -27,45 +37,94 @@ from torch import Tensor, nn
 if TYPE_CHECKING:
     from model.config import ModelConfig
 
-QKRotation = Callable[[Tensor], Tensor]
-"""Maps queries and/or keys ``(..., B, H, T, Dh)`` to the same shape and dtype."""
-
 _SCHEMES: dict[str, type[PositionScheme]] = {}
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """Options of a scheme that has none."""
+
+
+@dataclass
+class Scores:
+    """What a scheme contributes to one attention layer.
+
+    Attributes:
+        q, k: queries and keys ``(B, H, T, Dh)``, rotated or left as they came.
+        bias: per-layer additive score bias, float ``(1 or B, H, T, T)``, finite (no mask), or None.
+        scale: multiplier of the usual ``1/sqrt(Dh)`` score scale (a Python float), or None.
+    """
+
+    q: Tensor
+    k: Tensor
+    bias: Tensor | None = None
+    scale: float | None = None
 
 
 class PositionScheme(nn.Module):
     """Base class of position schemes; every hook defaults to "does nothing".
 
-    Subclasses set ``name`` and are registered with :func:`register`.
+    Subclasses are registered with :func:`register`, which sets ``name``.
     """
 
     name: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
+    evaluable: ClassVar[frozenset[str]] = frozenset()
+    relative: ClassVar[bool] = False
+    learnable: ClassVar[bool] = False
+    bidirectional: ClassVar[bool] = True
+    fixed_bias: ClassVar[bool] = False
+    """``score_bias`` at default positions is a fixed function of ``T`` (no parameters), so the
+    model may cache it with the mask merged in (:class:`model.mask.MaskCache`)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, options: Any) -> None:
         super().__init__()
         self.config = config
+        self.options = options
+
+    @classmethod
+    def check(cls, config: ModelConfig, options: Any) -> None:
+        """Raise ValueError (one line) when ``options`` do not fit the model ``config``."""
+
+    def reset_parameters(self) -> None:
+        """Initialise the scheme's own parameters. The transformer calls it after its GPT-2
+        initialisation (std 0.02 for every ``Linear`` and ``Embedding``, its scheme's included);
+        the default keeps that."""
 
     def max_length(self) -> int | None:
         """Longest sequence (in tokens) the scheme can encode, or None when unlimited."""
+        return None
+
+    def reserve(self, n_positions: int) -> None:
+        """Grow cached tables to cover positions ``0 .. n_positions - 1`` (call outside forward)."""
+
+    def select_positions(self, seq_len: int, batch: int, device: torch.device) -> Tensor | None:
+        """Positions of one forward pass, ``(T,)`` or ``(B, T)``; ``self.training`` selects the
+        rule. None (the default) means ``arange(T)``."""
         return None
 
     def embedding(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
         """Vector added to the token embeddings: float32 ``(1, T, D)`` or ``(B, T, D)``, or None."""
         return None
 
-    def qk_rotation(self, positions: Tensor | None, seq_len: int) -> QKRotation | None:
-        """Function applied to queries and keys in every layer, or None."""
-        return None
+    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
+        """Additive score bias shared by every layer, float32 ``(1 or B, H, T, T)``, or None.
 
-    def score_bias(
-        self, positions: Tensor | None, seq_len: int, causal: bool, dtype: torch.dtype
-    ) -> Tensor | None:
-        """Additive attention mask of ``dtype``, shape ``(1 or B, H, T, T)``, or None.
-
-        When ``causal`` is true the returned mask must already hold ``-inf`` above the diagonal
-        (see :func:`causal_fill`): SDPA takes a mask or ``is_causal``, not both.
+        Finite everywhere: masking is :mod:`model.mask`'s job.
         """
         return None
+
+    def prepare(self, positions: Tensor | None, seq_len: int) -> Any:
+        """Per-forward state handed to every :meth:`layer` call (tables shared by the layers).
+
+        Defaults to ``positions`` itself.
+        """
+        return positions
+
+    def layer(self, index: int, q: Tensor, k: Tensor, state: Any) -> Scores:
+        """Layer ``index``'s contribution from its ``(B, H, T, Dh)`` queries and keys and the
+        :meth:`prepare` state: rotated q/k, a per-layer bias, a score scale."""
+        return Scores(q, k)
 
 
 def register(name: str) -> Callable[[type[PositionScheme]], type[PositionScheme]]:
@@ -86,18 +145,33 @@ def available_schemes() -> tuple[str, ...]:
     return tuple(_SCHEMES)
 
 
-def build_position(config: ModelConfig) -> PositionScheme:
-    """Instantiate the scheme named by ``config.position``.
+def scheme_class(name: str) -> type[PositionScheme]:
+    """The class registered as ``name``.
 
     Raises:
         ValueError: the name is not registered; the message lists the registered names.
     """
-    if config.position not in _SCHEMES:
+    if name not in _SCHEMES:
         raise ValueError(
-            f"position={config.position!r} is not a known scheme; "
+            f"model.position={name!r} is not a known scheme; "
             f"choose one of {', '.join(available_schemes())}"
         )
-    return _SCHEMES[config.position](config)
+    return _SCHEMES[name]
+
+
+def build_position(config: ModelConfig) -> PositionScheme:
+    """Instantiate the scheme named by ``config.position`` with its options, wrapped in
+    randomized positions when ``config.randomized_positions`` is set.
+
+    Raises:
+        ValueError: the name is not registered; the message lists the registered names.
+    """
+    scheme = scheme_class(config.position)(config, config.scheme_options)
+    if config.randomized_positions:
+        from model.position.randomized import RandomizedPositions
+
+        scheme = RandomizedPositions(scheme, config.randomized_positions)
+    return scheme
 
 
 def grown_cache(cache: Tensor, needed: int, build: Callable[[int], Tensor]) -> Tensor:
@@ -125,40 +199,25 @@ def outside_autograd() -> contextlib.ExitStack:
     return stack
 
 
-def causal_fill(bias: Tensor, value: float = float("-inf")) -> Tensor:
-    """Mask keys after their query: ``bias[..., i, j] = value`` (default ``-inf``) for ``j > i``.
+def relative_distance(positions: Tensor | None, seq_len: int, device: torch.device) -> Tensor:
+    """Query minus key position ``i - j``: float32 ``(1, T, T)`` or ``(B, T, T)``.
 
     Args:
-        bias: float ``(..., T, T)`` additive score bias.
-        value: what to put above the diagonal.
-
-    Returns:
-        A new tensor of the same shape and dtype.
+        positions: None (``arange(T)``), integer ``(T,)`` or ``(B, T)``.
+        seq_len: ``T``.
+        device: where to build it.
     """
-    t = bias.shape[-1]
-    future = torch.ones(t, t, dtype=torch.bool, device=bias.device).triu(1)  # (T, T)
-    return bias.masked_fill(future, value)
-
-
-def prefix_lm_fill(bias: Tensor, prefix_len: int) -> Tensor:
-    """Prefix-LM mask (Raffel et al. 2020, T5, §3.2.1): the first ``prefix_len`` tokens attend
-    to each other in both directions; every later token attends causally.
-
-    Args:
-        bias: float ``(..., T, T)`` additive score bias (zeros for a plain mask).
-        prefix_len: tokens in the bidirectional prefix, ``0 <= prefix_len <= T``.
-
-    Returns:
-        A new tensor with ``-inf`` where key ``j > i`` and not both ``i, j < prefix_len``.
-    """
-    t = bias.shape[-1]
-    future = torch.ones(t, t, dtype=torch.bool, device=bias.device).triu(1)  # (T, T)
-    future[:prefix_len, :prefix_len] = False
-    return bias.masked_fill(future, float("-inf"))
+    pos = torch.arange(seq_len, device=device) if positions is None else positions.to(device)
+    pos = pos.float()
+    distance = pos.unsqueeze(-1) - pos.unsqueeze(-2)  # (..., T, T): i - j
+    return distance if distance.dim() == 3 else distance.unsqueeze(0)  # (1 or B, T, T)
 
 
 def check_positions(positions: Tensor, seq_len: int) -> None:
-    """Raise ValueError unless ``positions`` is an integer ``(T,)`` or ``(B, T)`` tensor >= 0."""
+    """Raise ValueError unless ``positions`` is an integer ``(T,)`` or ``(B, T)`` tensor.
+
+    Shape and dtype only: no value is read, so this costs no host synchronisation.
+    """
     if positions.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"positions must be an integer tensor, got dtype {positions.dtype}")
     if positions.dim() not in (1, 2) or positions.shape[-1] != seq_len:
@@ -166,5 +225,3 @@ def check_positions(positions: Tensor, seq_len: int) -> None:
             f"positions must have shape (T,) or (B, T) with T={seq_len}, "
             f"got {tuple(positions.shape)}"
         )
-    if positions.numel() and int(positions.min()) < 0:
-        raise ValueError(f"positions must be >= 0, got minimum {int(positions.min())}")

@@ -11,4 +11,6 @@ from model.position.base import PositionScheme, register
 
 @register("none")
 class NoPosition(PositionScheme):
-    """No embedding, no rotation, no bias: every hook keeps the base class's ``None``."""
+    """No embedding, no rotation, no bias: every hook keeps the base class's default."""
+
+    relative = True

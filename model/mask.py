@@ -1,0 +1,117 @@
+"""The one place that builds attention masks for SDPA: causal, prefix-LM, and score biases.
+
+Schemes return pure (finite) biases; this module adds ``-inf`` where a query may not see a key.
+Without any bias, the causal case keeps SDPA's fused ``is_causal=True`` path (no mask tensor).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from model.position.base import outside_autograd
+
+
+def blocked(seq_len: int, causal: bool, prefix_len: int | None, device: torch.device) -> Tensor:
+    """Bool ``(T, T)``: True where query ``i`` may not attend to key ``j``.
+
+    Causal: ``j > i``. Bidirectional with ``prefix_len`` (a prefix LM, Raffel et al. 2020, T5,
+    §3.2.1): ``j > i`` unless both lie in the first ``prefix_len`` tokens. Bidirectional without
+    a prefix: nothing is blocked.
+    """
+    future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)  # (T, T)
+    if causal:
+        return future
+    if prefix_len is None:
+        return torch.zeros_like(future)
+    future[:prefix_len, :prefix_len] = False
+    return future
+
+
+def attention_mask(
+    seq_len: int,
+    causal: bool,
+    prefix_len: int | None,
+    bias: Tensor | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    reuse_bias: bool = False,
+) -> Tensor | None:
+    """Additive SDPA mask: ``bias`` (or zeros) with ``-inf`` where attention is blocked.
+
+    Args:
+        seq_len: ``T``.
+        causal: causal attention; ``prefix_len`` is then ignored.
+        prefix_len: bidirectional only: tokens in the bidirectional prefix, or None.
+        bias: float ``(1 or B, H, T, T)`` finite score bias, or None.
+        device, dtype: of the mask.
+        reuse_bias: ``bias`` is a temporary the caller gives away: mask it in place (saves a
+            copy of a ``(1, H, T, T)`` tensor, 256 MiB for 4 heads at T = 4096).
+
+    Returns:
+        ``dtype`` ``(T, T)`` or ``(1 or B, H, T, T)``; None when no mask is needed: no bias and
+        either causal (SDPA's ``is_causal``) or bidirectional without a prefix.
+    """
+    if bias is None and (causal or prefix_len is None):
+        return None
+    base = torch.zeros(seq_len, seq_len, device=device, dtype=dtype) if bias is None else bias
+    base = base.to(dtype)
+    if not causal and prefix_len is None:
+        return base
+    block = blocked(seq_len, causal, prefix_len, base.device)
+    if reuse_bias or bias is None:  # the zeros above are ours too
+        return base.masked_fill_(block, -math.inf)
+    return base.masked_fill(block, -math.inf)
+
+
+def add_layer_bias(
+    mask: Tensor | None,
+    layer_bias: Tensor | None,
+    causal: bool,
+    prefix_len: int | None,
+    dtype: torch.dtype,
+) -> Tensor | None:
+    """The mask of one layer: the forward's ``mask`` plus that layer's own finite bias.
+
+    Args:
+        mask: the forward pass's mask from :func:`attention_mask` (None: is_causal or no mask).
+        layer_bias: float ``(1 or B, H, T, T)`` or None.
+    """
+    if layer_bias is None:
+        return mask
+    if mask is None:
+        t = layer_bias.shape[-1]
+        return attention_mask(t, causal, prefix_len, layer_bias, layer_bias.device, dtype)
+    return mask + layer_bias.to(dtype)
+
+
+class MaskCache:
+    """Masks of fixed biases at default positions (ALiBi), cached per (causal, dtype, device).
+
+    Kept at the longest length seen (exactly that length: masks are quadratic) and sliced for
+    shorter ones, which is valid because a fixed bias and the causal mask depend on ``i - j``.
+    """
+
+    def __init__(self) -> None:
+        self._masks: dict[tuple[bool, torch.dtype, torch.device], Tensor] = {}
+
+    def get(
+        self,
+        seq_len: int,
+        causal: bool,
+        dtype: torch.dtype,
+        device: torch.device,
+        bias: Callable[[int], Tensor],
+    ) -> Tensor:
+        """``(1, H, T, T)`` mask, a view of the cache; ``bias(n)`` builds the ``n``-token bias."""
+        key = (causal, dtype, device)
+        cache = self._masks.get(key)
+        if cache is None or cache.shape[-1] < seq_len:
+            with outside_autograd():
+                built = bias(seq_len)
+                cache = attention_mask(seq_len, causal, None, built, device, dtype, reuse_bias=True)
+            self._masks[key] = cache
+        return cache[..., :seq_len, :seq_len]

@@ -1,0 +1,99 @@
+"""CoPE: contextual position encoding (Golovneva et al. 2024, "Contextual Position Encoding:
+Learning to Count What's Important", §3, eq. 3-5; the paper's listing is followed).
+
+Positions are counted by the queries: gate ``g_ij = sigmoid(q_i . k_j / sqrt(Dh))`` for every
+key ``j <= i``, and the position of key ``j`` seen from query ``i`` is
+``p_ij = sum_{t=j..i} g_it``, a fraction. Each layer learns ``npos_max`` position vectors
+``e[p]`` (width ``Dh``, shared by the heads); the score gains ``q_i . e[p_ij]``, interpolated
+between ``e[floor p_ij]`` and ``e[ceil p_ij]``, with ``p`` capped at ``npos_max - 1``. Token
+positions are never used, so any shift of them changes nothing. Causal only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+from model.position.base import PositionScheme, Scores, register
+
+
+def cope_positions(logits: Tensor, causal_mask: Tensor) -> Tensor:
+    """Contextual positions ``p_ij = sum_{t=j..i} sigmoid(logits_it)`` over visible keys.
+
+    Args:
+        logits: float ``(B, H, T, T)`` scaled scores ``q . k / sqrt(Dh)``.
+        causal_mask: bool ``(T, T)``, True where the key is after the query.
+
+    Returns:
+        float32 ``(B, H, T, T)``; 0 where the key is after the query.
+    """
+    gates = torch.sigmoid(logits.float()).masked_fill(causal_mask, 0.0)  # (B, H, T, T)
+    prefix = gates.cumsum(dim=-1)  # (B, H, T, T): sum_{t <= j} g_it
+    return prefix[..., -1:] - prefix + gates  # suffix sums sum_{t >= j}, without two flips
+
+
+def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
+    """``q_i . e[p_ij]`` with ``e`` linearly interpolated at fractional ``p``.
+
+    Args:
+        q: ``(B, H, T, Dh)`` queries.
+        embeddings: float32 ``(Dh, P)`` position vectors as columns.
+        positions: float32 ``(B, H, T, T)`` in ``[0, P - 1]``.
+
+    Returns:
+        float32 ``(B, H, T, T)``.
+    """
+    at_integers = q.float() @ embeddings  # (B, H, T, P): q_i . e[p] for every integer p
+    below = positions.long()  # floor, as positions >= 0
+    above = (below + 1).clamp(max=embeddings.shape[-1] - 1)  # ceil where it matters (weight > 0)
+    low = at_integers.gather(-1, below)  # (B, H, T, T)
+    high = at_integers.gather(-1, above)
+    return torch.lerp(low, high, positions - below)  # low + (p - floor p) (high - low)
+
+
+@dataclass(frozen=True)
+class CopeOptions:
+    """Options of ``cope``.
+
+    Attributes:
+        npos_max: position vectors per layer; contextual positions are capped at
+            ``npos_max - 1``.
+    """
+
+    npos_max: int = 64
+
+    def __post_init__(self) -> None:
+        if self.npos_max < 2:
+            raise ValueError(f"npos_max={self.npos_max} is invalid; it must be >= 2")
+
+
+@register("cope")
+class CopePosition(PositionScheme):
+    """Per-layer contextual positions from the layer's own q and k, as a per-layer bias."""
+
+    Options = CopeOptions
+    relative = True
+    learnable = True
+    bidirectional = False
+
+    def __init__(self, config: ModelConfig, options: CopeOptions) -> None:
+        super().__init__(config, options)
+        shape = (config.head_dim, options.npos_max)
+        self.embeddings = nn.ParameterList(
+            nn.Parameter(torch.zeros(shape)) for _ in range(config.n_layers)
+        )
+
+    def prepare(self, positions: Tensor | None, seq_len: int) -> Tensor:
+        """The causal mask the gates need: bool ``(T, T)``, True above the diagonal."""
+        device = self.embeddings[0].device
+        return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
+
+    def layer(self, index: int, q: Tensor, k: Tensor, state: Tensor) -> Scores:
+        """q and k unchanged; the CoPE bias ``(B, H, T, T)`` of this layer."""
+        logits = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)  # (B, H, T, T)
+        positions = cope_positions(logits, state).clamp(max=self.options.npos_max - 1)
+        return Scores(q, k, bias=cope_bias(q, self.embeddings[index], positions))

@@ -1,0 +1,68 @@
+"""KERPLE, logarithmic variant (Chi et al. 2022, "KERPLE: Kernelized Relative Positional
+Embedding for Length Extrapolation", NeurIPS, §4, eq. for ``k_log``).
+
+Every head adds ``-r1 * log(1 + r2 * |i - j|)`` to its scores, with learned ``r1, r2 > 0``
+per head (shared by all layers here). Like ALiBi a monotone distance penalty, but logarithmic,
+so distant tokens are penalised far less. The reference code (chijames/KERPLE) initialises
+``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)`` and clamps both at ``eps``; clamping is done out of place
+here, so the parameters keep receiving gradients and nothing is written in ``forward``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+from model.position.base import PositionScheme, register, relative_distance
+
+
+def kerple_log_bias(r1: Tensor, r2: Tensor, distance: Tensor) -> Tensor:
+    """``-r1[h] * log(1 + r2[h] * |distance|)``.
+
+    Args:
+        r1, r2: float32 ``(H,)``, positive.
+        distance: float32 ``(1 or B, T, T)`` query minus key position.
+
+    Returns:
+        float32 ``(1 or B, H, T, T)``.
+    """
+    d = distance.abs().unsqueeze(1)  # (1 or B, 1, T, T)
+    return -r1.view(1, -1, 1, 1) * torch.log1p(r2.view(1, -1, 1, 1) * d)
+
+
+@dataclass(frozen=True)
+class KerpleOptions:
+    """Options of ``kerple``.
+
+    Attributes:
+        eps: lower bound of ``r1`` and ``r2`` (the reference code's clamp, 1e-2).
+    """
+
+    eps: float = 1e-2
+
+    def __post_init__(self) -> None:
+        if not self.eps > 0:
+            raise ValueError(f"eps={self.eps!r} is invalid; it must be > 0")
+
+
+@register("kerple")
+class KerpleLog(PositionScheme):
+    """Learned logarithmic distance penalty per head, shared by all layers."""
+
+    Options = KerpleOptions
+    relative = True
+    learnable = True
+
+    def __init__(self, config: ModelConfig, options: KerpleOptions) -> None:
+        super().__init__(config, options)
+        self.r1 = nn.Parameter(torch.rand(config.n_heads) * 2)
+        self.r2 = nn.Parameter(torch.rand(config.n_heads))
+
+    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor:
+        """Float32 ``(1 or B, H, T, T)``."""
+        distance = relative_distance(positions, seq_len, self.r1.device)  # (1 or B, T, T)
+        eps = self.options.eps
+        return kerple_log_bias(self.r1.clamp(min=eps), self.r2.clamp(min=eps), distance)

@@ -1,0 +1,301 @@
+"""Reference values of the schemes added with the v2 interface: T5 buckets and bias, KERPLE,
+xPos, FIRE, CoPE, partial rotary and randomized positions.
+
+Expected values come from the papers' formulas or reference code, written out here one entry
+at a time, or by hand; never from the code under test.
+"""
+
+import math
+
+import pytest
+import torch
+
+from model import ModelConfig, Transformer
+from model.position import available_schemes
+from model.position.cope import cope_bias, cope_positions
+from model.position.kerple import kerple_log_bias
+from model.position.randomized import random_sorted_positions
+from model.position.rope import apply_rope, rotate_half_split
+from model.position.t5 import relative_position_bucket
+from model.position.xpos import xpos_zeta
+
+# ---------------------------------------------------------------------------------------------
+# T5
+# ---------------------------------------------------------------------------------------------
+
+
+def mesh_tf_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """mesh_tensorflow ``_relative_position_bucket`` for one Python int (the T5 reference)."""
+    ret = 0
+    n = -relative_position
+    if bidirectional:
+        num_buckets //= 2
+        ret += (n < 0) * num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return ret + n
+    large = max_exact + int(
+        math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    )
+    return ret + min(large, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (8, 20), (64, 256)])
+def test_t5_buckets_equal_the_reference_rule(bidirectional, num_buckets, max_distance):
+    offsets = torch.arange(-600, 601)
+    got = relative_position_bucket(offsets, bidirectional, num_buckets, max_distance)
+    expected = [
+        mesh_tf_bucket(r, bidirectional, num_buckets, max_distance) for r in range(-600, 601)
+    ]
+    assert got.dtype == torch.int64
+    assert got.tolist() == expected
+
+
+def test_t5_buckets_hand_checked():
+    # causal, 32 buckets, max_distance 128: 16 exact buckets, then 16 + floor(log(n/16)/log(8)*16)
+    causal = relative_position_bucket(torch.tensor([0, -1, -15, -16, -20, -200, 5]), False, 32, 128)
+    assert causal.tolist() == [0, 1, 15, 16, 17, 31, 0]
+    # bidirectional: 16 buckets a side, keys after the query (offset > 0) in 16..31
+    both = relative_position_bucket(torch.tensor([3, -3, -8, -20, 200, 0]), True, 32, 128)
+    assert both.tolist() == [19, 3, 8, 10, 31, 0]
+
+
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_t5_bias_is_the_table_at_each_bucket(per_layer):
+    torch.manual_seed(0)
+    options = {"t5": {"num_buckets": 8, "max_distance": 20, "per_layer": per_layer}}
+    config = ModelConfig(
+        vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64, position="t5", options=options
+    )
+    scheme = Transformer(config).position
+    t = 30
+    state = scheme.prepare(None, t)
+    shared = scheme.score_bias(None, t)
+    for layer in range(2):
+        bias = scheme.layer(layer, torch.zeros(1, 4, t, 8), torch.zeros(1, 4, t, 8), state).bias
+        bias = shared if not per_layer else bias
+        table = scheme.tables[layer if per_layer else 0].weight  # (buckets, H)
+        for i, j in ((0, 0), (5, 2), (29, 0), (17, 9)):
+            bucket = mesh_tf_bucket(j - i, False, 8, 20)
+            torch.testing.assert_close(bias[0, :, i, j], table[bucket], rtol=0, atol=0)
+    if per_layer:
+        assert shared is None
+        assert not torch.equal(scheme.tables[0].weight, scheme.tables[1].weight)
+
+
+# ---------------------------------------------------------------------------------------------
+# KERPLE
+# ---------------------------------------------------------------------------------------------
+
+
+def test_kerple_log_bias_hand_checked():
+    r1, r2 = torch.tensor([1.0, 2.0]), torch.tensor([0.5, 1.0])
+    distance = torch.tensor(
+        [
+            [[0.0, -1.0], [1.0, 0.0]],
+        ]
+    )  # (1, T, T)
+    bias = kerple_log_bias(r1, r2, distance)
+    expected = torch.tensor(
+        [
+            [[0.0, -math.log(1.5)], [-math.log(1.5), 0.0]],
+            [[0.0, -2 * math.log(2.0)], [-2 * math.log(2.0), 0.0]],
+        ]
+    ).unsqueeze(0)
+    torch.testing.assert_close(bias, expected, rtol=0, atol=1e-6)
+
+
+def test_kerple_module_follows_the_formula(make_model):
+    scheme = make_model("kerple").position
+    bias = scheme.score_bias(torch.arange(6) + 40, 6)  # (1, H, T, T)
+    for h in range(4):
+        r1, r2 = scheme.r1[h].item(), scheme.r2[h].item()
+        for i, j in ((5, 0), (3, 3), (1, 4)):
+            assert bias[0, h, i, j].item() == pytest.approx(
+                -r1 * math.log(1 + r2 * abs(i - j)), abs=1e-5
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# xPos
+# ---------------------------------------------------------------------------------------------
+
+
+def test_xpos_zeta_matches_torchscale():
+    # torchscale XPOS: (arange(0, Dh, 2) + 0.4 Dh) / (1.4 Dh); Dh = 8: (0, 2, 4, 6) + 3.2, / 11.2
+    expected = torch.tensor([3.2, 5.2, 7.2, 9.2]) / 11.2
+    torch.testing.assert_close(xpos_zeta(8), expected, rtol=0, atol=1e-7)
+
+
+def test_xpos_score_is_rope_score_times_decay(make_model):
+    """<xpos(q, n), xpos(k, m)> = sum over pairs of RoPE's pair score * zeta_i^((n - m)/512)."""
+    scheme = make_model("xpos").position
+    torch.manual_seed(0)
+    t = 40
+    q, k = torch.randn(1, 1, t, 8), torch.randn(1, 1, t, 8)
+    out = scheme.layer(0, q, k, scheme.prepare(None, t))
+    zeta = xpos_zeta(8).tolist()
+    rq, rk = apply_rope(q, torch.arange(t)), apply_rope(k, torch.arange(t))
+    for n, m in ((39, 0), (20, 19), (7, 7)):
+        score = (out.q[0, 0, n] * out.k[0, 0, m]).sum().item()
+        pair = rq[0, 0, n] * rk[0, 0, m]  # (8,): pair i is dims i and i + 4
+        expected = sum(
+            (pair[i] + pair[i + 4]).item() * zeta[i] ** ((n - m) / 512) for i in range(4)
+        )
+        assert score == pytest.approx(expected, rel=1e-4, abs=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# FIRE
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fire_bias_follows_the_paper_code(make_model):
+    scheme = make_model("fire").position
+    t = 7
+    positions = torch.arange(t) + 700  # queries past L = 512: the normaliser is per query
+    bias = scheme.score_bias(positions, t)  # (1, H, T, T)
+    c = scheme.c.item()
+    threshold = abs(scheme.L_multiplier.item() * 512.0)
+    for i, j in ((6, 0), (3, 3), (5, 2)):
+        p_i = 700 + i
+        x = math.log(abs(c * (i - j)) + 1) / (math.log(abs(c * max(p_i, threshold)) + 1) + 1e-6)
+        expected = scheme.mlp(torch.tensor([[x]]))[0]  # (H,)
+        torch.testing.assert_close(bias[0, :, i, j], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_fire_mlp_keeps_pytorch_default_init(make_model):
+    """Not GPT-2's std 0.02: ``Linear(1, 32)`` by default draws from U(-1, 1) (bound
+    1/sqrt(fan_in)), ``Linear(32, H)`` from U(-1/sqrt(32), 1/sqrt(32)), biases likewise."""
+    mlp = make_model("fire").position.mlp
+    first, last = mlp[0], mlp[2]
+    assert 0.3 < first.weight.std() < 0.9 and first.weight.abs().max() <= 1.0
+    assert first.bias.abs().max() > 0.1
+    assert last.weight.abs().max() <= 32**-0.5 and last.weight.std() > 0.05
+
+
+def test_fire_is_relative_below_its_threshold(make_model):
+    scheme = make_model("fire", strong=True).position
+    default = scheme.score_bias(None, 9)
+    below = scheme.score_bias(torch.arange(9) + 100, 9)  # every query below L = 512
+    above = scheme.score_bias(torch.arange(9) + 900, 9)
+    torch.testing.assert_close(below, default, rtol=0, atol=1e-6)
+    assert (above - default).abs().max() > 1e-2 * default.abs().max()
+
+
+# ---------------------------------------------------------------------------------------------
+# CoPE
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cope_positions_count_gates_from_each_key_to_the_query():
+    logits = torch.tensor([[0.0, 9.0, 9.0], [0.0, 0.0, 9.0], [math.log(3.0), 0.0, -math.log(3.0)]])
+    future = torch.ones(3, 3, dtype=torch.bool).triu(1)
+    p = cope_positions(logits.view(1, 1, 3, 3), future)[0, 0]
+    # sigmoid(0) = 1/2, sigmoid(log 3) = 3/4, sigmoid(-log 3) = 1/4
+    expected = torch.tensor([[0.5, 0.0, 0.0], [1.0, 0.5, 0.0], [1.5, 0.75, 0.25]])
+    torch.testing.assert_close(p, expected, rtol=0, atol=1e-6)
+
+
+def test_cope_bias_interpolates_between_integer_positions():
+    q = torch.tensor([1.0, 2.0]).view(1, 1, 1, 2)
+    e = torch.tensor([[1.0, 3.0, 5.0], [0.0, 1.0, -1.0]])  # columns e[0], e[1], e[2]
+    # q . e[p] = 1, 5, 3 at p = 0, 1, 2
+    p = torch.tensor([0.0, 0.25, 1.5, 2.0]).view(1, 1, 1, 4)
+    got = cope_bias(q, e, p)[0, 0, 0]
+    torch.testing.assert_close(got, torch.tensor([1.0, 2.0, 4.0, 3.0]), rtol=0, atol=1e-6)
+
+
+def test_cope_layer_bias_equals_the_formula(make_model):
+    scheme = make_model("cope").position
+    torch.manual_seed(0)
+    with torch.no_grad():
+        scheme.embeddings[1].normal_()
+    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8)
+    bias = scheme.layer(1, q, k, scheme.prepare(None, 5)).bias
+    h, i, j = 2, 4, 1
+    gates = [torch.sigmoid(q[0, h, i] @ k[0, h, s] / math.sqrt(8)).item() for s in range(j, i + 1)]
+    p = sum(gates)
+    lo, hi = math.floor(p), math.ceil(p)
+    e = scheme.embeddings[1]
+    expected = (q[0, h, i] @ e[:, hi]) * (p - lo) + (q[0, h, i] @ e[:, lo]) * (1 - (p - lo))
+    assert bias[0, h, i, j].item() == pytest.approx(expected.item(), abs=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partial rotary
+# ---------------------------------------------------------------------------------------------
+
+
+def test_partial_rotary_rotates_the_first_dims_only(make_model):
+    scheme = make_model("rope", options={"rope": {"rotary_fraction": 0.5}}).position
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 9, 8)
+    out = scheme.layer(0, q, q, scheme.prepare(None, 9)).q
+    torch.testing.assert_close(
+        out[..., :4], apply_rope(q[..., :4], torch.arange(9)), rtol=0, atol=1e-6
+    )
+    assert torch.equal(out[..., 4:], q[..., 4:])
+
+
+@pytest.mark.parametrize(("fraction", "dims"), [(1.0, 8), (0.5, 4), (0.3, 2), (0.01, 2)])
+def test_partial_rotary_dims(make_model, fraction, dims):
+    scheme = make_model("rope", options={"rope": {"rotary_fraction": fraction}}).position
+    cos, _ = scheme.prepare(None, 3)
+    assert cos.shape == (3, dims // 2)
+
+
+def test_rotate_half_split_full_width_is_unchanged_rope():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8)
+    angles = torch.arange(5).float().unsqueeze(1) * torch.tensor([1.0, 0.1, 0.01, 0.001])
+    assert torch.equal(
+        rotate_half_split(x, angles.cos(), angles.sin()), apply_rope(x, torch.arange(5))
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Randomized positions
+# ---------------------------------------------------------------------------------------------
+
+
+def test_randomized_range_must_fit_a_learned_table():
+    with pytest.raises(ValueError, match=r"randomized_positions=128 .*max_positions=64"):
+        ModelConfig(
+            position="learned", randomized_positions=128, options={"learned": {"max_positions": 64}}
+        )
+
+
+def test_random_sorted_positions_are_increasing_subsets():
+    torch.manual_seed(0)
+    p = random_sorted_positions(500, 12, 64, torch.device("cpu"))
+    assert p.shape == (500, 12) and p.dtype == torch.int64
+    assert (p[:, 1:] > p[:, :-1]).all() and p.min() >= 0 and p.max() < 64
+    # every position in [0, 64) is drawn: the model sees the whole range while training
+    assert torch.unique(p).numel() == 64
+    with pytest.raises(ValueError, match="randomized_positions=8"):
+        random_sorted_positions(1, 9, 8, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_randomized_wrapper_trains_on_random_positions_and_evaluates_on_arange(make_model, scheme):
+    plain = make_model(scheme, strong=True, max_positions=128)
+    wrapped = make_model(scheme, strong=True, max_positions=128, randomized_positions=128)
+    wrapped.load_state_dict(
+        {
+            k.replace("position.", "position.inner.", 1) if k.startswith("position.") else k: v
+            for k, v in plain.state_dict().items()
+        }
+    )
+    idx = torch.randint(0, 16, (3, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(wrapped.eval()(idx), plain(idx), rtol=0, atol=1e-6)
+        torch.manual_seed(5)
+        training = wrapped.train()(idx)
+        torch.manual_seed(5)
+        positions = random_sorted_positions(3, 10, 128, torch.device("cpu"))
+        torch.testing.assert_close(training, plain(idx, positions=positions), rtol=0, atol=1e-6)
