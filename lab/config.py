@@ -124,8 +124,8 @@ class TrainConfig:
 
     steps: int = 1500
     batch_size: int = 64
-    lr: float = 3e-3
-    min_lr: float = 3e-4
+    lr: float = 1e-3
+    min_lr: float = 1e-4
     warmup_steps: int = 100
     weight_decay: float = 0.01
     beta1: float = 0.9

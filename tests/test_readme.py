@@ -36,3 +36,15 @@ def test_check_flags_a_stale_readme(tmp_path: Path, monkeypatch, capsys) -> None
     assert "stale" in capsys.readouterr().err
     assert readme.main([]) == 0  # rewrites it
     assert readme.main(["--check"]) == 0
+
+
+def test_readme_version_2_table_is_the_committed_reports() -> None:
+    """The version-2 runs in the README are copied from docs/v2_report.md, row for row."""
+    text = README.read_text()
+    begin, end = "<!-- v2-runs:begin", "<!-- v2-runs:end -->"
+    table = text.split(begin)[1].split(end)[0].splitlines()[1:]
+    rows = [line for line in table if line.startswith("|")]
+    report = (README.parent / "docs" / "v2_report.md").read_text().splitlines()
+    assert len(rows) == 12  # header, rule, ten runs
+    start = report.index(rows[0])
+    assert report[start : start + len(rows)] == rows
