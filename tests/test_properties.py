@@ -133,3 +133,15 @@ def test_cli_writes_table_json_and_pictures(tmp_path, capsys):
     assert list(tmp_path.glob("events.out.tfevents.*"))
     assert properties.main(["--position", "nope", "--out", str(tmp_path)]) == 2
     assert "'nope' is not a registered scheme" in capsys.readouterr().err
+
+
+def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
+    config, _ = straight
+    out = tmp_path / "report"
+    assert properties.main(["--position", "rope", "--run", config.run_dir, "--out", str(out)]) == 0
+    rows = json.loads((out / "properties.json").read_text())["rows"]
+    assert [row["scheme"] for row in rows] == ["rope", "rope (trained)"]
+    assert rows[1]["relativity"] < 1e-5  # trained q/k content does not enter: still relative
+    assert rows[1]["exact_match_2x"] is None  # the run has no eval.json
+    for name in ("attention_train", "attention_4x"):
+        assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
