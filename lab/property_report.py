@@ -39,7 +39,7 @@ TESTS = {
     "relativity": "largest |score(m+s, n+s) - score(m, n)|, n <= m < N, s in {1, N/2, N}",
     "defined up to": "longest position the scheme encodes",
     "at 4x train": "encodes positions 0..4L-1 (L: longest training length)",
-    "deterministic": "same scores twice here and in a fresh process (sha256)",
+    "deterministic": "same scores twice here and, fresh weights, in a fresh process (sha256)",
     "2x exact-match": "the run's exact-match at 2x its longest training length (eval.json)",
 }
 
