@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from lab.position_probe import PROBE_SEED, Probe, fresh_scheme, position_scores, probe_config
+from lab.position_probe import PROBE_SEED, fresh_scheme, probe_config
 from model import Transformer
 from model.position import apply_rope, rope_frequencies, sinusoidal_table
 from model.position.base import PositionScheme, scheme_class
@@ -142,12 +142,3 @@ def score_bias_demo(
 def fresh_schemes(names: list[str]) -> dict[str, PositionScheme]:
     """Every named scheme with fresh weights at the probe's model size."""
     return {name: fresh_scheme(probe_config(name)) for name in names}
-
-
-def similarity_inputs(
-    schemes: dict[str, PositionScheme], probes: dict[str, Probe], span: int
-) -> dict[str, torch.Tensor]:
-    """Position-only scores ``(H, T, T)`` of every scheme over ``0 .. span-1`` (for figures)."""
-    return {
-        name: position_scores(s, probes[name], torch.arange(span)) for name, s in schemes.items()
-    }
