@@ -91,4 +91,6 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
     if notes:
         lines += ["## Notes", "", *(f"- {run}: {note}" for run, note in notes), ""]
     lines += [EXPLANATION, "", "![exact-match against length](accuracy_vs_length.png)", ""]
+    lines += ["![training steps to the target per scheme](learning_speed.png)", ""]
+    lines += ["![minimal-pair accuracy per scheme](order_sensitivity.png)", ""]
     return "\n".join(lines)

@@ -162,11 +162,30 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
     for old in Path(run_dir).glob(f"events.out.tfevents.*{EVAL_EVENTS}"):
         old.unlink()  # the latest evaluation replaces earlier ones instead of merging with them
     writer = SummaryWriter(str(run_dir), filename_suffix=EVAL_EVENTS)
+    compare = f"compare/{result['task']}/extrapolation_exact_match"  # lab.run_logs' layout
     for row in result["lengths"]:
         if row["supported"]:
             writer.add_scalar("extrapolation/exact_match", row["exact_match"], row["length"])
             writer.add_scalar("extrapolation/token_accuracy", row["token_accuracy"], row["length"])
+            writer.add_scalar(compare, row["exact_match"], row["length"])
+    for tag, value in headline_scalars(result).items():
+        writer.add_scalar(tag, value, 0)
     writer.close()
+
+
+def headline_scalars(result: dict[str, Any]) -> dict[str, float]:
+    """The ``headline/*`` metrics of the HParams tab (:data:`lab.run_logs.HEADLINE`) that this
+    evaluation has: exact-match in distribution and at 1.25x, 1.5x, 2x, 4x, minimal pairs in
+    distribution, permutation TVD."""
+    from lab.aggregate import pair_values
+
+    summary = result["summary"]
+    values = {"headline/exact_match_in_dist": summary.get("in_dist")}
+    for label in ("1.25x", "1.5x", "2x", "4x"):
+        values[f"headline/exact_match_{label}"] = summary["at"].get(label)
+    values["headline/pair_accuracy_in_dist"] = pair_values([result], "in_dist")[0]
+    values["headline/permutation_tvd"] = result.get("order", {}).get("permutation_tvd")
+    return {tag: value for tag, value in values.items() if value is not None}
 
 
 def scheme_label(result: dict[str, Any]) -> str:
@@ -378,7 +397,8 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         out_dir: destination folder (created if needed).
 
     Returns:
-        ``{"csv", "json", "markdown", "plot"}`` -> path written.
+        ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path
+        written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -395,7 +415,15 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         writer.writerows(csv_rows(results, out))
     atomic_write(paths["json"], json.dumps(results, indent=2, allow_nan=False) + "\n")
     plot_accuracy_vs_length(results, paths["plot"])
-    from lab.overview import markdown_report  # it builds on this module's tables
+    from lab import sweep_figures  # both build on this module's tables
+    from lab.overview import markdown_report
+
+    paths["learning_speed"] = sweep_figures.save(
+        sweep_figures.learning_speed_figure(results), out / "learning_speed.png"
+    )
+    paths["order_sensitivity"] = sweep_figures.save(
+        sweep_figures.order_sensitivity_figure(results), out / "order_sensitivity.png"
+    )
 
     atomic_write(paths["markdown"], markdown_report(results, out))
     return paths

@@ -1,5 +1,12 @@
-"""What a training run logs to TensorBoard besides its training scalars: periodic evaluation,
-decoded samples, and the hyperparameters with the final exact-match (HPARAMS tab)."""
+"""What a training run logs to TensorBoard besides its training scalars: periodic evaluation
+with the validation loss, decoded samples, the hyperparameters with the headline metrics
+(HPARAMS tab), and a Custom Scalars layout that compares the schemes of one task side by side.
+
+Comparison view. Every run mirrors its periodic validation figures under
+``compare/TASK/...`` and adds the chart group ``task TASK`` to the Custom Scalars layout
+(TensorBoard merges the groups of all runs by title), so each chart of a group holds one line
+per run of that task: the schemes side by side, and no other task squeezed into the same axes.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summary
 
@@ -15,7 +24,35 @@ from lab.batches import SAMPLE_STREAM, data_rng, validation_set
 from lab.config import Config, config_to_dict
 from lab.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
 from lab.metrics import score_answers
+from lab.runtime import autocast
 from model import Transformer
+
+AXES = {"scheme": "model.position", "task": "data.task", "seed": "seed", "lr": "train.lr"}
+"""The ablation axes, first in the HParams tab (marked as differing: TensorBoard lists those
+first, then by name), under short names; value: the config key."""
+
+NOISE = frozenset(
+    {"train.progress", "train.log_every", "train.checkpoint_every", "train.eval_every"}
+)
+"""Config keys left out of the HParams tab: they change how a run reports, not what it learns."""
+
+HEADLINE = {
+    "hparam/exact_match_in_dist": "final periodic exact-match in distribution (validation set)",
+    "hparam/exact_match_2x": "final periodic exact-match at 2x (validation set)",
+    "hparam/exact_match_4x": "final periodic exact-match at 4x (validation set)",
+    "hparam/steps_to_target": "step whose evaluation reached train.target_accuracy",
+    "hparam/final_loss": "training loss of the last step",
+    "eval/loss_in_dist": "last validation loss in distribution (periodic evaluation)",
+    "headline/exact_match_in_dist": "eval.py: exact-match in distribution (evaluation set)",
+    "headline/exact_match_1.25x": "eval.py: exact-match at 1.25x the longest training length",
+    "headline/exact_match_1.5x": "eval.py: exact-match at 1.5x",
+    "headline/exact_match_2x": "eval.py: exact-match at 2x",
+    "headline/exact_match_4x": "eval.py: exact-match at 4x",
+    "headline/pair_accuracy_in_dist": "eval.py: minimal pairs with both members right",
+    "headline/permutation_tvd": "eval.py: next-token change when the prompt is shuffled",
+}
+"""The HParams tab's metrics: scalar tags of the run's own folder (``headline/*`` are written
+by ``eval.py``, :func:`lab.report.write_tensorboard`), each with its description."""
 
 
 def periodic_lengths(config: Config) -> dict[str, list[int]]:
@@ -62,7 +99,37 @@ def periodic_eval(
         token_accuracy = sum(r.token_accuracy for r in results) / len(results)
         writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
         writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
+        writer.add_scalar(f"compare/{task.name}/exact_match_{name}", summary[name], step)
+    lengths = periodic_lengths(config)["in_dist"]
+    loss = sum(
+        validation_loss(model, validation(task, config, n), config.eval.batch_tokens)
+        for n in lengths
+    ) / len(lengths)
+    writer.add_scalar("eval/loss_in_dist", loss, step)
+    writer.add_scalar(f"compare/{task.name}/validation_loss", loss, step)
     return summary
+
+
+@torch.inference_mode()
+def validation_loss(model: Transformer, batch: Batch, batch_tokens: int) -> float:
+    """Mean cross-entropy (nats per answer token, ``<eos>`` included) of ``batch``'s answers,
+    teacher-forced in chunks of about ``batch_tokens`` tokens, as the training loss."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    rows = max(1, batch_tokens // batch.inputs.shape[1])
+    total, count = 0.0, 0
+    for start in range(0, batch.tokens.shape[0], rows):
+        chunk = Batch(batch.tokens[start : start + rows], batch.answer_start, batch.length)
+        chunk = chunk.to(device)
+        with autocast(device):
+            logits = model(chunk.inputs, prefix_len=chunk.answer_start)  # (B, S-1, V)
+        answer = logits[:, chunk.answer_slice].float()  # (B, A, V)
+        targets = chunk.answer_targets
+        total += float(F.cross_entropy(answer.flatten(0, 1), targets.flatten(), reduction="sum"))
+        count += targets.numel()
+    model.train(was_training)
+    return total / count
 
 
 _VALIDATION: dict[tuple, Batch] = {}
@@ -81,13 +148,11 @@ def validation(task: Task, config: Config, length: int) -> Batch:
 def write_samples(
     model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
 ) -> None:
-    """Log a few decoded predictions, in distribution and at 2x, as TensorBoard text."""
+    """Log a few decoded predictions, in distribution, at 2x and at 4x, as TensorBoard text."""
     device = next(model.parameters()).device
     model.eval()
     lines = []
     for name, lengths in periodic_lengths(config).items():
-        if name == "4x":
-            continue
         batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
         if unsupported_reason(model, batch.inputs.shape[1]) is not None:
             continue
@@ -108,22 +173,54 @@ def write_samples(
 
 
 def write_hparams(
-    writer: SummaryWriter, config: Config, evals: dict[str, float], step: int
+    writer: SummaryWriter,
+    config: Config,
+    evals: dict[str, float],
+    step: int,
+    final_loss: float | None,
 ) -> None:
-    """Record the run's hyperparameters and final exact-match for TensorBoard's HParams tab.
+    """Record the run's hyperparameters and headline metrics for TensorBoard's HParams tab.
 
     Written into the run's own event file (``SummaryWriter.add_hparams`` would open a
-    subfolder that TensorBoard lists as a second run).
+    subfolder that TensorBoard lists as a second run). The experiment lists every
+    :data:`HEADLINE` metric (``eval.py`` adds the ``headline/*`` values later) and marks the
+    :data:`AXES` as differing, so TensorBoard shows them first.
+
+    Args:
+        evals: the final periodic evaluation (:func:`periodic_eval`).
+        step: the last step; it is also ``steps_to_target`` when ``in_dist`` reached the target.
+        final_loss: training loss of the last step (None: no step ran in this process and
+            none was saved).
     """
     metrics = {f"hparam/exact_match_{name}": value for name, value in evals.items()}
-    for summary in hparams_summary(hparams(config), metrics):
+    if final_loss is not None:
+        metrics["hparam/final_loss"] = final_loss
+    target = config.train.target_accuracy
+    if target is not None and evals.get("in_dist", 0.0) >= target:
+        metrics["hparam/steps_to_target"] = step
+    experiment, start, end = hparams_summary(hparams(config), dict.fromkeys(HEADLINE, 0.0))
+    for summary in (mark_axes(experiment), start, end):
         writer.file_writer.add_summary(summary, step)
     for name, value in metrics.items():
         writer.add_scalar(name, value, step)
 
 
+def mark_axes(experiment: Any) -> Any:
+    """The experiment summary with the :data:`AXES` marked as differing and every metric
+    described (:data:`HEADLINE`)."""
+    value = experiment.value[0]
+    data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    for info in data.experiment.hparam_infos:
+        info.differs = info.name in AXES
+    for info in data.experiment.metric_infos:
+        info.description = HEADLINE.get(info.name.tag, "")
+    value.metadata.plugin_data.content = data.SerializeToString()
+    return experiment
+
+
 def hparams(config: Config) -> dict[str, Any]:
-    """The hyperparameters shown in TensorBoard's HPARAMS tab (scalars only)."""
+    """The hyperparameters shown in TensorBoard's HPARAMS tab (scalars only): the
+    :data:`AXES` first, then every other setting but the :data:`NOISE`."""
     flat = {}
     for section in ("model", "data", "train"):
         for key, value in config_to_dict(config)[section].items():
@@ -133,4 +230,27 @@ def hparams(config: Config) -> dict[str, Any]:
     for key, value in config.model.options[position].items():  # the active scheme's options
         flat[f"model.options.{position}.{key}"] = value
     flat["seed"] = config.seed
-    return flat
+    axes = {name: flat[key] for name, key in AXES.items()}
+    rest = {k: v for k, v in flat.items() if k not in AXES.values() and k not in NOISE}
+    return axes | rest
+
+
+def comparison_layout(task: str) -> dict[str, dict[str, list]]:
+    """The Custom Scalars group of ``task``: one chart per figure, one line per run of it."""
+    charts = {
+        "exact-match in distribution (validation)": "exact_match_in_dist",
+        "exact-match at 2x (validation)": "exact_match_2x",
+        "exact-match at 4x (validation)": "exact_match_4x",
+        "validation loss": "validation_loss",
+        "extrapolation: exact-match (step = length, eval.py)": "extrapolation_exact_match",
+    }
+    return {
+        f"task {task}": {
+            title: ["Multiline", [f"^compare/{task}/{tag}$"]] for title, tag in charts.items()
+        }
+    }
+
+
+def write_layout(writer: SummaryWriter, config: Config) -> None:
+    """Add the run's task group to the Custom Scalars layout (:func:`comparison_layout`)."""
+    writer.add_custom_scalars(comparison_layout(config.data.task))

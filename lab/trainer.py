@@ -31,7 +31,7 @@ from lab.config import Config, ConfigError, config_to_dict, save_config
 from lab.distributed import Group, join_group
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
-from lab.run_logs import periodic_eval, write_hparams, write_samples
+from lab.run_logs import periodic_eval, write_hparams, write_layout, write_samples
 from lab.runlock import run_lock
 from lab.runtime import (
     Interrupt,
@@ -295,6 +295,8 @@ def run_loop(
     compiled = torch.compile(compiled, dynamic=True) if config.compile else compiled
     lengths = range(config.data.train_min_length, config.data.train_max_length + 1)
     writer = SummaryWriter(str(run_dir), purge_step=run.step + 1) if group.is_main else None
+    if writer is not None:
+        write_layout(writer, config)
     bar = tqdm(
         total=t.steps,
         initial=run.step,
@@ -361,6 +363,8 @@ def run_loop(
                 if run.step == t.steps or (target is not None and r.eval["in_dist"] >= target):
                     r.finished = True
                     break
+                if writer is not None:  # samples at every evaluation; the last ones below
+                    write_samples(run.model, task, config, writer, run.step)
             if run.step % t.checkpoint_every == 0:
                 with interrupt.shield():
                     run.save()
@@ -369,7 +373,7 @@ def run_loop(
             run.save()
             if writer is not None:
                 write_samples(run.model, task, config, writer, run.step)
-                write_hparams(writer, config, r.eval, run.step)
+                write_hparams(writer, config, r.eval, run.step, r.final_loss)
             group.barrier()
     except KeyboardInterrupt:
         raise stopped(run, interrupt, in_step) from None

@@ -443,8 +443,9 @@ def test_reports_tables_and_plot(run_result, tmp_path):
     learned["run_dir"] = str(tmp_path / "copy_learned")
     results = [run_result, second, learned]
     paths = write_reports(results, tmp_path)
-    assert set(paths) == {"csv", "json", "markdown", "plot"}
-    assert paths["plot"].read_bytes()[:8] == PNG_MAGIC
+    figures = {"plot", "learning_speed", "order_sensitivity"}
+    assert set(paths) == {"csv", "json", "markdown"} | figures
+    assert all(paths[name].read_bytes()[:8] == PNG_MAGIC for name in figures)
     rows = paths["csv"].read_text().strip().splitlines()
     assert rows[0].split(",")[:6] == ["run", "position", "task", "seed", "length", "tokens"]
     assert len(rows) == 1 + sum(len(r["lengths"]) for r in results)

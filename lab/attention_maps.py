@@ -1,0 +1,57 @@
+"""Attention probabilities of every layer and head, recomputed with the model's own modules.
+
+The fused attention kernel returns no probabilities, so a forward hook on each attention
+module takes its input ``x`` and the forward pass's :class:`model.attention.AttentionContext`,
+and recomputes ``softmax(s * q k^T / sqrt(Dh) + mask + bias)`` from the module's ``qkv``
+projection, the scheme's ``layer`` hook and :func:`model.mask.add_layer_bias`, the same calls
+the module makes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from model import Transformer
+from model.mask import add_layer_bias
+
+
+@torch.no_grad()
+def attention_maps(model: Transformer, idx: Tensor, prefix_len: int | None = None) -> list[Tensor]:
+    """Attention probabilities of one forward pass.
+
+    Args:
+        model: a transformer (put in eval mode here).
+        idx: token ids, int64 ``(1, T)``.
+        prefix_len: as in :meth:`Transformer.forward`.
+
+    Returns:
+        One float32 ``(H, T, T)`` per layer: row ``m`` is query ``m``'s distribution over keys.
+    """
+    model.eval()
+    maps: list[Tensor] = []
+
+    def capture(module: torch.nn.Module, inputs: tuple) -> None:
+        x, context = inputs
+        b, t, d = x.shape
+        qkv = module.qkv(x).view(b, t, 3, module.n_heads, d // module.n_heads)
+        q, k, _ = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+        scores = context.position.layer(module.index, q, k, context.state)
+        mask = add_layer_bias(
+            context.attn_mask, scores.bias, context.causal, context.prefix_len, torch.float32
+        )
+        if mask is None and context.is_causal:
+            mask = torch.full((t, t), float("-inf")).triu(1)  # (T, T)
+        scale = (1.0 if scores.scale is None else scores.scale) * q.shape[-1] ** -0.5
+        logits = scale * scores.q.float() @ scores.k.float().transpose(-1, -2)  # (B, H, T, T)
+        if mask is not None:
+            logits = logits + mask.float()
+        maps.append(logits.softmax(-1)[0])
+
+    hooks = [block.attn.register_forward_pre_hook(capture) for block in model.blocks]
+    try:
+        model(idx, prefix_len=prefix_len)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return maps

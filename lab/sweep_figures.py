@@ -1,0 +1,80 @@
+"""Two figures of the sweep report: learning speed and order sensitivity, per task and scheme,
+every seed a dot and the mean a bar (computed from the runs' ``eval.json`` dicts).
+
+- **learning speed**: the training steps each run took (``train_steps``). Runs stop early when
+  the validation exact-match reaches ``train.target_accuracy``, so this is the steps to reach
+  it; a run still below 95% in distribution on the evaluation set is drawn as an ``x`` (it
+  ran to its cap, or stopped on a validation figure the evaluation did not confirm).
+- **order sensitivity**: minimal-pair accuracy (both members of a swapped pair right) in
+  distribution and at 2x; an order-blind model scores 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from lab.aggregate import groups, pair_values, tasks
+from lab.files import atomic_writer
+
+LEARNED = 0.95
+"""In-distribution exact-match (evaluation set) below which a run counts as not learned."""
+
+Result = dict[str, Any]
+
+
+def _panels(results: list[Result], height: float = 3.8) -> tuple[Figure, list]:
+    names = tasks(results)
+    figure = Figure(figsize=(5.5 * len(names), height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, list(zip(figure.subplots(1, len(names), squeeze=False)[0], names, strict=True))
+
+
+def learning_speed_figure(results: list[Result]) -> Figure:
+    """Training steps per run, by scheme, one panel per task (see the module docstring)."""
+    figure, panels = _panels(results)
+    for ax, task in panels:
+        by_scheme = groups(results, task)
+        for x, runs in enumerate(by_scheme.values()):
+            steps = [r["train_steps"] for r in runs if r["train_steps"] is not None]
+            if steps:
+                ax.bar(x, sum(steps) / len(steps), color=f"C{x}", alpha=0.35)
+            for i, r in enumerate(runs):
+                if r["train_steps"] is None:
+                    continue
+                learned = r["summary"]["in_dist"] >= LEARNED
+                offset = 0.12 * (i - (len(runs) - 1) / 2)
+                ax.plot(x + offset, r["train_steps"], "o" if learned else "x", color=f"C{x}")
+        ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
+        ax.set(title=task, ylabel="training steps (early stop at target)")
+    figure.suptitle(f"learning speed: bar = mean over seeds, x = below {LEARNED:.0%} in dist.")
+    return figure
+
+
+def order_sensitivity_figure(results: list[Result]) -> Figure:
+    """Minimal-pair accuracy in distribution and at 2x, by scheme, one panel per task."""
+    figure, panels = _panels(results)
+    for ax, task in panels:
+        by_scheme = groups(results, task)
+        for x, runs in enumerate(by_scheme.values()):
+            for shift, where, alpha in ((-0.2, "in_dist", 0.8), (0.2, "2x", 0.35)):
+                values = [v for v in pair_values(runs, where) if v is not None]
+                if not values:
+                    continue
+                label = where if x == 0 else None
+                ax.bar(x + shift, sum(values) / len(values), 0.4, color=f"C{x}", alpha=alpha)
+                ax.plot([x + shift] * len(values), values, "k.", label=label)
+        ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
+        ax.set(title=task, ylabel="minimal pairs both right", ylim=(0, 1.05))
+    figure.suptitle("order sensitivity: left bar in distribution, right bar 2x; dots = seeds")
+    return figure
+
+
+def save(figure: Figure, path: str | Path) -> Path:
+    """Write ``figure`` as PNG to ``path`` atomically."""
+    with atomic_writer(path) as handle:
+        figure.savefig(handle, format="png", dpi=100)
+    return Path(path)

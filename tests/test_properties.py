@@ -1,0 +1,147 @@
+"""The property report: numbers measured on every registered scheme's own code, the classic
+demonstrations, attention maps, and the CLI's files."""
+
+import json
+
+import pytest
+import torch
+
+import properties
+from lab import position_demos as demos
+from lab.attention_maps import attention_maps
+from lab.position_probe import fresh_scheme, make_probe, position_scores, probe_config
+from lab.properties import defined_at, measure, uniqueness
+from lab.property_report import nearest
+from model import Transformer
+from model.position import available_schemes, scheme_class
+
+SPAN = 32
+
+
+def measured(name: str, **values):
+    config = probe_config(name, **values)
+    return measure(fresh_scheme(config), make_probe(config), SPAN, 8, None)
+
+
+@pytest.mark.parametrize("name", available_schemes())
+def test_every_scheme_is_deterministic_and_relative_where_it_says(name):
+    row = measured(name)
+    assert row.deterministic
+    if scheme_class(name).relative:  # the class attribute, checked on the scores
+        assert row.relativity < 1e-5
+    assert row.defined_at_4x
+
+
+def test_nope_is_non_unique_bidirectional_or_not():
+    assert measured("none", causal=False).uniqueness == 0.0
+    assert measured("none").uniqueness == 0.0
+
+
+def test_absolute_schemes_are_unique_and_not_relative():
+    for name in ("learned", "sinusoidal"):
+        row = measured(name)
+        assert row.uniqueness > 1e-5
+        assert row.relativity > 1e-3
+
+
+def test_rope_relativity_below_1e5_in_fp32():
+    row = measured("rope")
+    assert row.relativity < 1e-5
+    assert row.uniqueness > 1e-3
+    assert row.boundedness < 1.2  # a rotation keeps |q| and |k|
+
+
+def test_alibi_bias_is_linear_in_distance_and_unbounded():
+    scheme = fresh_scheme(probe_config("alibi"))
+    heads = torch.tensor(demos.bias_per_head(scheme, 40))  # (H, distance)
+    slopes = -heads[:, 1]
+    expected = -slopes.unsqueeze(1) * torch.arange(40)
+    torch.testing.assert_close(heads, expected, rtol=0, atol=1e-5)
+    assert heads[0, 1].item() == pytest.approx(-0.25)  # 4 heads: 2**-2, 2**-4, ...
+    row = measured("alibi")
+    assert 3.5 < row.boundedness < 4.5  # max |bias| grows with the span: (4N-1)/(N-1)
+
+
+def test_learned_is_undefined_past_its_table():
+    config = probe_config("learned", options={"learned": {"max_positions": 16}})
+    scheme, probe = fresh_scheme(config), make_probe(config)
+    assert defined_at(scheme, probe, 16)
+    assert not defined_at(scheme, probe, 17)
+    assert measure(scheme, probe, 4, 8, None).defined_at_4x is False
+    with pytest.raises(IndexError):
+        position_scores(scheme, probe, torch.arange(17))
+
+
+def test_uniqueness_of_hand_made_scores():
+    scores = torch.zeros(1, 3, 3)
+    scores[0, 2] = 1.0  # rows 0 and 1 equal, row 2 differs by 1 in every entry
+    assert uniqueness(scores) == 0.0
+    scores[0, 1, 0] = 3.0
+    assert uniqueness(scores) == pytest.approx(1.0)  # rows 1 and 2: distance sqrt(3)/sqrt(3)
+
+
+def test_sinusoidal_distance_depends_on_the_gap_only():
+    demo = demos.sinusoidal_demo()
+    assert demo["spread"] < 1e-5
+    assert demo["table"][0][:2] == [0.0, 1.0]  # sin(0), cos(0)
+    first = demo["distance"][0]
+    assert first[0] < first[2] < first[-1]  # grows with the gap, slowly
+
+
+def test_rope_equal_scores_at_equal_distance_and_decay():
+    demo = demos.rope_demo(starts=(0, 10, 100))
+    assert demo["spread"] < 1e-5
+    decay = demos.rope_decay(max_distance=1024)
+    for bound in decay["bound"].values():
+        assert bound[-1] < 0.5 * bound[0]  # the upper bound decays with distance
+    # a larger base rotates slower, so its bound decays later
+    mid = nearest(decay["distances"], 16)
+    assert decay["bound"]["1000000"][mid] > decay["bound"]["10000"][mid]
+
+
+def test_permutation_equivariance_only_without_positions_and_mask():
+    assert demos.permutation_gap("none", causal=False) < 1e-5
+    assert demos.permutation_gap("none", causal=True) > 1e-2
+    assert demos.permutation_gap("learned", causal=False) > 1e-2
+
+
+def test_attention_maps_reproduce_the_attention_output():
+    torch.manual_seed(0)
+    model = Transformer(probe_config("alibi", n_layers=2)).eval()
+    idx = torch.randint(64, (1, 9))
+    outputs, values = [], []
+    block = model.blocks[1].attn
+    block.register_forward_hook(lambda m, i, o: outputs.append(o))
+    block.register_forward_pre_hook(lambda m, i: values.append(m.qkv(i[0])))
+    maps = attention_maps(model, idx)
+    assert len(maps) == 2 and maps[0].shape == (4, 9, 9)
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(4, 9))
+    assert maps[0].triu(1).abs().max() == 0  # causal
+    v = values[0].view(1, 9, 3, 4, 16)[:, :, 2].transpose(1, 2)  # (1, H, T, Dh)
+    y = (maps[1].unsqueeze(0) @ v).transpose(1, 2).reshape(1, 9, 64)
+    torch.testing.assert_close(block.out(y), outputs[0], atol=1e-5, rtol=1e-4)
+
+
+def test_cli_writes_table_json_and_pictures(tmp_path, capsys):
+    assert properties.main(["--position", "none", "alibi", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "properties.json").read_text())
+    assert [row["scheme"] for row in data["rows"]] == ["none", "alibi"]
+    assert data["rows"][0]["uniqueness"] == 0.0
+    assert "| alibi |" in (tmp_path / "properties.md").read_text()
+    for name in ("similarity", "scores", "sinusoidal", "rope_decay", "bias_per_head"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    assert properties.main(["--position", "nope", "--out", str(tmp_path)]) == 2
+    assert "'nope' is not a registered scheme" in capsys.readouterr().err
+
+
+def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
+    config, _ = straight
+    out = tmp_path / "report"
+    assert properties.main(["--position", "rope", "--run", config.run_dir, "--out", str(out)]) == 0
+    rows = json.loads((out / "properties.json").read_text())["rows"]
+    assert [row["scheme"] for row in rows] == ["rope", "rope (trained)"]
+    assert rows[1]["relativity"] < 1e-5  # trained q/k content does not enter: still relative
+    assert rows[1]["exact_match_2x"] is None  # the run has no eval.json
+    for name in ("attention_train", "attention_4x"):
+        assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

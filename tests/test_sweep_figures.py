@@ -1,0 +1,38 @@
+"""The sweep report's learning-speed and order-sensitivity figures, drawn from the committed
+results of the default ablation (docs/ablation_results.json: 30 runs, one below 95%)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from matplotlib.container import BarContainer
+
+from lab.sweep_figures import learning_speed_figure, order_sensitivity_figure, save
+
+RESULTS = json.loads((Path(__file__).parents[1] / "docs" / "ablation_results.json").read_text())
+
+
+def bars(ax) -> list[float]:
+    return [p.get_height() for c in ax.containers if isinstance(c, BarContainer) for p in c]
+
+
+def test_learning_speed_has_a_bar_per_scheme_and_a_mark_per_run(tmp_path: Path):
+    figure = learning_speed_figure(RESULTS)
+    copy, svo = figure.axes
+    assert copy.get_title() == "copy" and svo.get_title() == "svo"
+    heights = bars(copy)
+    assert len(heights) == 5
+    steps = [r["train_steps"] for r in RESULTS if r["task"] == "copy" and r["position"] == "none"]
+    assert heights[0] == pytest.approx(sum(steps) / len(steps))  # none first, mean over seeds
+    markers = [line.get_marker() for line in copy.lines]
+    assert len(markers) == 15 and markers.count("x") == 1  # sinusoidal copy seed 2: 84.6%
+    assert save(figure, tmp_path / "speed.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_order_sensitivity_shows_pairs_in_distribution_and_at_2x():
+    figure = order_sensitivity_figure(RESULTS)
+    svo = figure.axes[1]
+    heights = bars(svo)
+    assert len(heights) == 10  # five schemes x (in distribution, 2x)
+    assert all(0 <= h <= 1 for h in heights)
+    assert sum(len(line.get_xdata()) for line in svo.lines) == 30  # 15 runs x 2 places
