@@ -254,6 +254,7 @@ class Config:
             raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
         task = self.data.build_task()
         longest = self.data.train_max_length
+        self.model = self.model.with_training_context(sequence_tokens(task, longest))
         asked = {  # key=value -> (the longest length it makes a run use, where)
             f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
         }
