@@ -283,7 +283,8 @@ def test_a_run_stopped_on_its_own_is_named_and_fails_the_sweep(finished, capsys,
     assert "INTERRUPTED rope-copy-seed0: its worker was stopped" in captured.err
 
 
-SCALINGS = ["eval.position_options.scaling=linear,yarn", "eval.position_options.scaling_factor=2"]
+SCALINGS = ["eval.position_options.scaling=linear,yarn", "eval.position_options.scaling_factor=2,4"]
+RULES = [(rule, factor) for rule in ("linear", "yarn") for factor in (2, 4)]
 
 
 def test_evaluation_axes_share_one_training():
@@ -291,14 +292,13 @@ def test_evaluation_axes_share_one_training():
     assert [r.name for r in runs] == ["rope-svo-seed0", "rope-svo-seed1"]
     assert runs[0].evaluations == {
         "": [],
-        "scalinglinear-scaling_factor2": [
-            "eval.position_options.scaling=linear",
-            "eval.position_options.scaling_factor=2",
-        ],
-        "scalingyarn-scaling_factor2": [
-            "eval.position_options.scaling=yarn",
-            "eval.position_options.scaling_factor=2",
-        ],
+        **{
+            f"scaling{rule}-scaling_factor{factor}": [
+                f"eval.position_options.scaling={rule}",
+                f"eval.position_options.scaling_factor={factor}",
+            ]
+            for rule, factor in RULES
+        },
     }
     assert not any("position_options" in o for o in runs[0].overrides)
 
@@ -327,35 +327,28 @@ def test_a_trained_run_is_evaluated_many_ways_without_retraining(finished, tmp_p
     assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0
     assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
     assert (run / "checkpoint.pt").read_bytes() == checkpoint
-    for label, rule in (("scalinglinear-scaling_factor2", "linear"), ("scalingyarn", "yarn")):
-        saved = json.loads(
-            (run / "evaluations" / f"{label}-scaling_factor2" / "eval.json").read_text()
-        )
-        assert saved["config"]["eval"]["position_options"] == {"scaling": rule, "scaling_factor": 2}
+    for rule, factor in RULES:
+        folder = run / "evaluations" / f"scaling{rule}-scaling_factor{factor}"
+        saved = json.loads((folder / "eval.json").read_text())
+        wanted = {"scaling": rule, "scaling_factor": factor}
+        assert saved["config"]["eval"]["position_options"] == wanted
         assert saved["config"]["model"]["options"]["rope"]["scaling"] == "none"  # as trained
     results = json.loads((copy / "results.json").read_text())
     labels = [r["config"]["eval"]["position_options"] for r in results]
-    assert labels == [
-        {},
-        {"scaling": "linear", "scaling_factor": 2},
-        {"scaling": "yarn", "scaling_factor": 2},
-    ]
+    assert labels == [{}, *({"scaling": rule, "scaling_factor": f} for rule, f in RULES)]
     with (copy / "results.csv").open() as file:
         runs = list(dict.fromkeys(row["run"] for row in csv.DictReader(file)))
     assert runs == [
         "rope-copy-seed0",
-        "rope-copy-seed0 [scaling=linear, scaling_factor=2]",
-        "rope-copy-seed0 [scaling=yarn, scaling_factor=2]",
+        *(f"rope-copy-seed0 [scaling={rule}, scaling_factor={f}]" for rule, f in RULES),
     ]
-    assert "rope [scaling=yarn, scaling_factor=2]" in (copy / "report.md").read_text()
+    assert "rope [scaling=yarn, scaling_factor=4]" in (copy / "report.md").read_text()
     from lab.report import plot_accuracy_vs_length
 
-    assert len(plot_accuracy_vs_length(results, None).axes[0].containers) == 3  # a line per rule
+    assert len(plot_accuracy_vs_length(results, None).axes[0].containers) == 5  # one per rule
     assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0
     assert "1 skipped" in capsys.readouterr().out
     assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS, "eval.samples=4") == 0
     assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
-    saved = json.loads(
-        (run / "evaluations" / "scalingyarn-scaling_factor2" / "eval.json").read_text()
-    )
-    assert saved["lengths"][0]["samples"] == 4
+    folder = run / "evaluations" / "scalingyarn-scaling_factor4"
+    assert json.loads((folder / "eval.json").read_text())["lengths"][0]["samples"] == 4
