@@ -171,7 +171,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     """
     from lab.report import summary_table, write_reports
 
-    results = [r["result"] for r in records if r["result"] is not None]
+    results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]
     stopped = [r for r in records if r["status"] == "interrupted"]
     paths = write_reports(results, out_dir) if results else {}

@@ -254,6 +254,8 @@ class Config:
             raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
         task = self.data.build_task()
         longest = self.data.train_max_length
+        trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
+        self.model = self.model.with_training_context(trained)
         asked = {  # key=value -> (the longest length it makes a run use, where)
             f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
         }
@@ -272,7 +274,7 @@ class Config:
                 )
         with torch.device("meta"):  # the scheme's limit, without allocating its table
             limit = build_position(self.model).max_length()
-        tokens = sequence_tokens(task, longest)
+        tokens = trained
         if limit is not None and tokens > limit:
             key = f"model.options.{self.model.position}.max_positions"
             raise ConfigError(

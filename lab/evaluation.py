@@ -71,14 +71,17 @@ def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transfo
     return config, model.eval(), state
 
 
-def load_evaluation(run_dir: str | Path, eval_config: EvalConfig | None = None) -> dict | None:
+def load_evaluation(
+    run_dir: str | Path, eval_config: EvalConfig | None = None, folder: str | Path | None = None
+) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
     Current means: valid JSON that follows :data:`lab.report.SCHEMA` (so a damaged or
     hand-edited file is re-evaluated, never reported), written after the checkpoint, and (when
-    ``eval_config`` is given) evaluated with exactly those settings.
+    ``eval_config`` is given) evaluated with exactly those settings. ``folder`` is where the
+    ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
     """
-    path = Path(run_dir) / EVAL_NAME
+    path = Path(run_dir if folder is None else folder) / EVAL_NAME
     try:
         result = json.loads(path.read_text())
         jsonschema.validate(result, SCHEMA)

@@ -188,23 +188,35 @@ def headline_scalars(result: dict[str, Any]) -> dict[str, float]:
     return {tag: value for tag, value in values.items() if value is not None}
 
 
+def evaluation_label(result: dict[str, Any]) -> str:
+    """The evaluation-time position options, e.g. ``" [scaling=yarn, scaling_factor=4]"``, or
+    ``""`` when the run was evaluated as trained; one trained run evaluated several ways gets
+    one label (one line, one group) per setting."""
+    overrides = result["config"]["eval"].get("position_options") or {}
+    inner = ", ".join(f"{key}={value}" for key, value in overrides.items())
+    return f" [{inner}]" if inner else ""
+
+
 def scheme_label(result: dict[str, Any]) -> str:
-    """The position scheme, marked ``(bidirectional)`` for non-causal models."""
+    """The position scheme, marked ``(bidirectional)`` for non-causal models, with its
+    :func:`evaluation_label`."""
     causal = result["config"]["model"].get("causal", True)
-    return result["position"] + ("" if causal else " (bidirectional)")
+    return result["position"] + ("" if causal else " (bidirectional)") + evaluation_label(result)
 
 
 def run_label(result: dict[str, Any], out_dir: str | Path | None = None) -> str:
-    """The run folder relative to ``out_dir`` when inside it, else its name."""
+    """The run folder relative to ``out_dir`` when inside it, else its name, with its
+    :func:`evaluation_label`."""
     run = Path(result["run_dir"] or "model")
+    label = run.name
     if out_dir is not None:
         try:
             relative = run.resolve().relative_to(Path(out_dir).resolve())
             if relative.parts:
-                return relative.as_posix()
+                label = relative.as_posix()
         except ValueError:
             pass
-    return run.name
+    return label + evaluation_label(result)
 
 
 def percent(value: float | None) -> str:
@@ -370,7 +382,13 @@ def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     order = {name: i for i, name in enumerate(available_schemes())}
     return sorted(
         results,
-        key=lambda r: (r["task"], order.get(r["position"], len(order)), r["position"], r["seed"]),
+        key=lambda r: (
+            r["task"],
+            order.get(r["position"], len(order)),
+            r["position"],
+            evaluation_label(r),
+            r["seed"],
+        ),
     )
 
 

@@ -10,6 +10,13 @@ A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
 Runs that already finished (checkpoint marked finished and ``eval.json`` present) are skipped;
 an unfinished one resumes from its checkpoint. A failing run is recorded with its error and the
 others go on.
+
+Train once, evaluate many: a grid axis over ``eval.position_options.KEY`` (an option the scheme
+marks evaluable, e.g. RoPE's ``scaling``) does not multiply the trainings: the runs that differ
+only there share one run folder, trained once, evaluated as trained (``RUN/eval.json``) and
+under each setting (``RUN/evaluations/LABEL/eval.json``, ``LABEL`` built like folder names,
+e.g. ``scalingyarn-scaling_factor4``); each is re-evaluated only when its settings or the
+checkpoint changed.
 """
 
 from __future__ import annotations
@@ -67,11 +74,15 @@ class RunSpec:
         overrides: its full ``key=value`` list.
         overwrite: replace the run in its folder (trained with other settings) instead of
             skipping or resuming it; set by :func:`prepare_out_dir`.
+        evaluations: label -> its ``eval.position_options.KEY=VALUE`` overrides (applied on top
+            of ``overrides``); label ``""`` is ``RUN/eval.json``, any other
+            ``RUN/evaluations/LABEL/eval.json`` (:func:`evaluation_folder`).
     """
 
     name: str
     overrides: list[str]
     overwrite: bool = False
+    evaluations: dict[str, list[str]] = field(default_factory=lambda: {"": []})
 
 
 def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
@@ -124,9 +135,33 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
         raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
     sweep.grid = {key: list(dict.fromkeys(values)) for key, values in sweep.grid.items()}
-    for spec in expand(sweep):
-        load_config(None, spec.overrides)  # validate every run before any training starts
+    for key in sweep.grid:
+        if key.startswith("eval.") and not key.startswith(EVAL_AXIS):
+            raise ConfigError(
+                f"{key} cannot be a grid axis; only {EVAL_AXIS}KEY can (one trained run "
+                f"evaluated several ways); give {key} one value"
+            )
+    for spec in expand(sweep):  # validate every run and evaluation before any training starts
+        for extra in spec.evaluations.values():
+            config = load_config(None, [*spec.overrides, *extra])
+            try:
+                config.model.at_evaluation(config.eval.position_options)
+            except ValueError as error:
+                raise ConfigError(f"{spec.name}: {error}") from None
     return sweep
+
+
+EVAL_AXIS = "eval.position_options."
+"""Prefix of the grid keys that change an evaluation, not a training."""
+
+EVALUATIONS = "evaluations"
+"""Subfolder of a run folder holding its evaluations under other position options."""
+
+
+def evaluation_folder(run_dir: str | Path, label: str) -> Path | None:
+    """Where the evaluation ``label`` of a run goes: None (the run folder itself) for ``""``,
+    else ``RUN_DIR/evaluations/LABEL``."""
+    return Path(run_dir) / EVALUATIONS / label if label else None
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
@@ -134,28 +169,48 @@ def expand(sweep: Sweep) -> list[RunSpec]:
 
     Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
     run's grid values.
+
+    Grid keys under :data:`EVAL_AXIS` give one spec several ``evaluations`` instead of several
+    specs, after its as-trained one (``when`` blocks that match them may set ``eval.*`` values
+    only).
     """
     keys = list(sweep.grid)
-    specs = []
+    specs: dict[str, RunSpec] = {}
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
         chosen = dict(zip(keys, values, strict=True))
+        trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
+        evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
         extra = [
             o
             for condition, overrides in sweep.when.items()
             if _matches(condition, chosen)
             for o in overrides
         ]
-        name = "-".join(_short(k, v) for k, v in chosen.items()) or "run"
+        name = "-".join(_short(k, v) for k, v in trained.items()) or "run"
+        label = "-".join(_short(k, v) for k, v in evaluated.items())
         run_dir = os.path.join(sweep.out_dir, name)
-        grid_overrides = [f"{k}={v}" for k, v in chosen.items()]
-        if any(spec.name == name for spec in specs):
+        grid_overrides = [f"{k}={v}" for k, v in trained.items()]
+        at_eval = [o for o in extra if evaluated and o.startswith("eval.")]
+        at_eval += [f"{k}={v}" for k, v in evaluated.items()]
+        extra = [o for o in extra if o not in at_eval]
+        overrides = [*sweep.base, *extra, *sweep.command_line, *grid_overrides]
+        overrides.append(f"run_dir={run_dir}")
+        spec = specs.get(name)
+        if spec is None:
+            spec = specs[name] = RunSpec(name, overrides)  # its as-trained evaluation first
+        elif spec.overrides != overrides:
+            raise ConfigError(
+                f"a when block keyed on {EVAL_AXIS}* changes the training of {name!r}; such "
+                "blocks may set eval.* values only"
+            )
+        elif label in spec.evaluations:
             raise ConfigError(
                 f"two runs of the grid would share the folder {run_dir!r} ({chosen}); "
                 "give each grid value once"
             )
-        overrides = [*sweep.base, *extra, *sweep.command_line, *grid_overrides]
-        specs.append(RunSpec(name, [*overrides, f"run_dir={run_dir}"]))
-    return specs
+        if label:
+            spec.evaluations[label] = at_eval
+    return list(specs.values())
 
 
 RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
@@ -238,11 +293,12 @@ def run_one(
         ``{"name", "run_dir", "status", "error", "result"}``: status ``trained``, ``evaluated``
         (training had finished; only the evaluation was redone), ``skipped`` (both were
         current), ``failed``, ``interrupted`` (Ctrl-C; a checkpoint was saved) or ``cancelled``
-        (the sweep was interrupted before this run started); ``result`` is the run's
-        evaluation (the ``eval.json`` content) when it has one.
+        (the sweep was interrupted before this run started); ``result`` is the run's first
+        evaluation (the ``eval.json`` content) when it has one, and ``results`` every one of
+        ``spec.evaluations``, in order (``evaluated`` when any had to be redone).
     """
     from lab.checkpoint import checkpoint_path, load_checkpoint
-    from lab.evaluation import evaluate_run, load_evaluation
+    from lab.evaluation import apply_eval_overrides, evaluate_run, load_evaluation
     from lab.trainer import train
 
     record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
@@ -262,15 +318,26 @@ def run_one(
         record["run_dir"] = config.run_dir
         saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
         finished = saved and load_checkpoint(config.run_dir).get("finished", False)
-        existing = load_evaluation(config.run_dir, config.eval) if finished else None
-        if existing is not None:
-            record.update(status="skipped", result=existing)
+        plans = [  # (eval config, folder of its eval.json or None, its saved result or None)
+            (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
+            for label, extra in spec.evaluations.items()
+            for settings in [apply_eval_overrides(config.eval, extra)]
+            for folder in [evaluation_folder(config.run_dir, label)]
+        ]
+        if all(existing for *_, existing in plans):
+            results = [existing for *_, existing in plans]
+            record.update(status="skipped", result=results[0], results=results)
             return record
         if finished:
             record["status"] = "evaluated"
         else:
             train(config, resume=saved, overwrite=spec.overwrite, should_stop=should_stop)
-        record["result"] = evaluate_run(config.run_dir, config.eval, device=config.device)
+        results = [
+            existing
+            or evaluate_run(config.run_dir, settings, device=config.device, write_to=folder)
+            for settings, folder, existing in plans
+        ]
+        record.update(result=results[0], results=results)
     except KeyboardInterrupt as stop:  # lab.trainer.TrainingInterrupted names its signal
         record.update(status="interrupted", signal=getattr(stop, "signum", None))
     except Exception as error:  # a failing run is reported, never stops the sweep

@@ -103,6 +103,18 @@ class ModelConfig:
         section = {**self.options[self.position], **overrides}
         return replace(self, options={**self.options, self.position: section})
 
+    def with_training_context(self, tokens: int) -> "ModelConfig":
+        """This config with the active scheme's options that default to the training context
+        filled in (:meth:`model.position.base.PositionScheme.with_training_context`), given the
+        longest training sequence in ``tokens``; itself when nothing changes."""
+        from model.position import scheme_class
+
+        section = self.options[self.position]
+        filled = scheme_class(self.position).with_training_context(section, tokens)
+        if filled == section:
+            return self
+        return replace(self, options={**self.options, self.position: filled})
+
     @property
     def head_dim(self) -> int:
         """Width ``Dh`` of one attention head."""

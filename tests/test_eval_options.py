@@ -40,7 +40,11 @@ def test_rope_theta_at_evaluation_keeps_weights_and_changes_the_rotation(make_mo
 @pytest.mark.parametrize(
     ("scheme", "key", "match"),
     [
-        ("rope", "rotary_fraction", r"eval\.position_options\.rotary_fraction .*'rope'.*: theta$"),
+        (
+            "rope",
+            "rotary_fraction",
+            r"eval\.position_options\.rotary_fraction .*'rope'.*: attention_factor, .*, theta$",
+        ),
         (
             "alibi",
             "theta",
@@ -66,12 +70,13 @@ def test_eval_cli_applies_and_records_position_overrides(tmp_path, capsys):
     assert saved["config"]["eval"]["position_options"] == {"theta": 40000}
     assert saved["config"]["model"]["options"]["rope"]["theta"] == 10000.0  # as trained
     report = (run / "report.md").read_text()
-    line = ": rope(theta=10000.0, rotary_fraction=1.0); evaluated with {'theta': 40000}"
-    assert line in report
+    line = ": rope(theta=10000.0, rotary_fraction=1.0, scaling=none, scaling_factor=1.0, "
+    assert line in report and "original_max_position=10, " in report
+    assert "- rope [theta=40000]: " in report and "; evaluated with {'theta': 40000}" in report
     capsys.readouterr()
     assert eval_cli.main([str(run), *fast, "eval.position_options.rotary_fraction=0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "its evaluable options: theta" in err[0]
+    assert len(err) == 1 and "its evaluable options: attention_factor, beta_fast" in err[0]
 
 
 def test_tensorboard_hparams_show_the_active_scheme_options():

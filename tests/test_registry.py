@@ -10,7 +10,13 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from lab.config import ConfigError, config_from_dict, config_to_dict, load_config
+from lab.config import (
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    sequence_tokens,
+)
 from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
 
@@ -95,7 +101,9 @@ def test_saved_config_holds_every_option(scheme):
     config = load_config(None, [f"model.position={scheme}"])
     saved = config_to_dict(config)["model"]["options"][scheme]
     defaults = scheme_class(scheme).Options()
-    assert saved == {f: getattr(defaults, f) for f in defaults.__dataclass_fields__}
+    tokens = sequence_tokens(config.data.build_task(), config.data.train_max_length)
+    expected = {f: getattr(defaults, f) for f in defaults.__dataclass_fields__}
+    assert saved == scheme_class(scheme).with_training_context(expected, tokens)
     assert config_from_dict(config_to_dict(config)).model == config.model
 
 

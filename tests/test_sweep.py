@@ -1,5 +1,6 @@
 """The sweep: one command trains and evaluates a grid, reports it, resumes, survives failures."""
 
+import csv
 import json
 import shutil
 import signal
@@ -280,3 +281,74 @@ def test_a_run_stopped_on_its_own_is_named_and_fails_the_sweep(finished, capsys,
     captured = capsys.readouterr()
     assert "0 failed, 1 interrupted" in captured.out
     assert "INTERRUPTED rope-copy-seed0: its worker was stopped" in captured.err
+
+
+SCALINGS = ["eval.position_options.scaling=linear,yarn", "eval.position_options.scaling_factor=2,4"]
+RULES = [(rule, factor) for rule in ("linear", "yarn") for factor in (2, 4)]
+
+
+def test_evaluation_axes_share_one_training():
+    runs = expand(load_sweep(CONFIG, ["position=rope", "task=svo", "seed=0,1", *SCALINGS]))
+    assert [r.name for r in runs] == ["rope-svo-seed0", "rope-svo-seed1"]
+    assert runs[0].evaluations == {
+        "": [],
+        **{
+            f"scaling{rule}-scaling_factor{factor}": [
+                f"eval.position_options.scaling={rule}",
+                f"eval.position_options.scaling_factor={factor}",
+            ]
+            for rule, factor in RULES
+        },
+    }
+    assert not any("position_options" in o for o in runs[0].overrides)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("eval.samples=4,8", "eval.samples cannot be a grid axis; only eval.position_options.KEY"),
+        (
+            "eval.position_options.rotary_fraction=0.5,1",
+            "rope-svo-seed0: eval.position_options.rotary_fraction cannot change at evaluation",
+        ),
+    ],
+)
+def test_bad_evaluation_axes_are_refused_before_training(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_sweep(CONFIG, ["position=rope", "task=svo", "seed=0", override])
+
+
+def test_a_trained_run_is_evaluated_many_ways_without_retraining(finished, tmp_path, capsys):
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    run = copy / "rope-copy-seed0"
+    checkpoint = (run / "checkpoint.pt").read_bytes()
+    assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0
+    assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
+    assert (run / "checkpoint.pt").read_bytes() == checkpoint
+    for rule, factor in RULES:
+        folder = run / "evaluations" / f"scaling{rule}-scaling_factor{factor}"
+        saved = json.loads((folder / "eval.json").read_text())
+        wanted = {"scaling": rule, "scaling_factor": factor}
+        assert saved["config"]["eval"]["position_options"] == wanted
+        assert saved["config"]["model"]["options"]["rope"]["scaling"] == "none"  # as trained
+    results = json.loads((copy / "results.json").read_text())
+    labels = [r["config"]["eval"]["position_options"] for r in results]
+    assert labels == [{}, *({"scaling": rule, "scaling_factor": f} for rule, f in RULES)]
+    with (copy / "results.csv").open() as file:
+        runs = list(dict.fromkeys(row["run"] for row in csv.DictReader(file)))
+    assert runs == [
+        "rope-copy-seed0",
+        *(f"rope-copy-seed0 [scaling={rule}, scaling_factor={f}]" for rule, f in RULES),
+    ]
+    assert "rope [scaling=yarn, scaling_factor=4]" in (copy / "report.md").read_text()
+    from lab.report import plot_accuracy_vs_length
+
+    assert len(plot_accuracy_vs_length(results, None).axes[0].containers) == 5  # one per rule
+    assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0
+    assert "1 skipped" in capsys.readouterr().out
+    assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS, "eval.samples=4") == 0
+    assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
+    folder = run / "evaluations" / "scalingyarn-scaling_factor4"
+    assert json.loads((folder / "eval.json").read_text())["lengths"][0]["samples"] == 4

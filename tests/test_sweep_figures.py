@@ -1,6 +1,7 @@
 """The sweep report's learning-speed and order-sensitivity figures, drawn from the committed
-results of the default ablation (docs/ablation_results.json: 30 runs, one below 95%)."""
+results of the default ablation (docs/ablation_results.json: 30 runs)."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -17,15 +18,18 @@ def bars(ax) -> list[float]:
 
 
 def test_learning_speed_has_a_bar_per_scheme_and_a_mark_per_run(tmp_path: Path):
-    figure = learning_speed_figure(RESULTS)
-    copy, svo = figure.axes
-    assert copy.get_title() == "copy" and svo.get_title() == "svo"
-    heights = bars(copy)
+    results = copy.deepcopy(RESULTS)
+    unlearned = next(r for r in results if r["task"] == "copy" and r["position"] == "sinusoidal")
+    unlearned["summary"]["in_dist"] = 0.846  # below 95%: marked as not learned
+    figure = learning_speed_figure(results)
+    copy_ax, svo_ax = figure.axes
+    assert copy_ax.get_title() == "copy" and svo_ax.get_title() == "svo"
+    heights = bars(copy_ax)
     assert len(heights) == 5
-    steps = [r["train_steps"] for r in RESULTS if r["task"] == "copy" and r["position"] == "none"]
+    steps = [r["train_steps"] for r in results if r["task"] == "copy" and r["position"] == "none"]
     assert heights[0] == pytest.approx(sum(steps) / len(steps))  # none first, mean over seeds
-    markers = [line.get_marker() for line in copy.lines]
-    assert len(markers) == 15 and markers.count("x") == 1  # sinusoidal copy seed 2: 84.6%
+    markers = [line.get_marker() for line in copy_ax.lines]
+    assert len(markers) == 15 and markers.count("x") == 1
     assert save(figure, tmp_path / "speed.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -86,6 +86,13 @@ class PositionScheme(nn.Module):
     def check(cls, config: ModelConfig, options: Any) -> None:
         """Raise ValueError (one line) when ``options`` do not fit the model ``config``."""
 
+    @classmethod
+    def with_training_context(cls, options: dict[str, Any], tokens: int) -> dict[str, Any]:
+        """``options`` (a saved dict) with the values that default to the training context filled
+        in, given the longest training sequence in ``tokens``; a run config calls it so that the
+        saved config holds the value used. The default changes nothing."""
+        return options
+
     def reset_parameters(self) -> None:
         """Initialise the scheme's own parameters. The transformer calls it after its GPT-2
         initialisation (std 0.02 for every ``Linear`` and ``Embedding``, its scheme's included);

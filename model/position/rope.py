@@ -16,23 +16,25 @@ from torch import Tensor
 
 from model.config import ModelConfig
 from model.position.base import PositionScheme, Scores, grown_cache, register
+from model.position.rope_scaling import (
+    base_frequencies,
+    rope_inv_freq,
+    scaling_rules,
+)
+
+__all__ = ["RopeOptions", "RotaryPosition", "apply_rope", "rope_frequencies", "rope_inv_freq"]
 
 
 def rope_frequencies(head_dim: int, base: float = 10000.0) -> Tensor:
     """Rotation frequencies ``omega_i = base**(-2i/head_dim)``, ``i = 0 .. head_dim/2 - 1``.
 
     Returns:
-        float32 tensor ``(head_dim // 2,)`` in radians per position.
+        float32 tensor ``(head_dim // 2,)`` in radians per position (computed in float64).
 
     Raises:
         ValueError: ``head_dim`` odd or < 2, or ``base`` <= 0.
     """
-    if head_dim < 2 or head_dim % 2:
-        raise ValueError(f"RoPE head_dim must be even and >= 2, got {head_dim}")
-    if base <= 0:
-        raise ValueError(f"rope theta (base) must be > 0, got {base}")
-    exponent = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-    return (base**-exponent).float()
+    return base_frequencies(head_dim, base).float()
 
 
 def rope_cos_sin(positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
@@ -95,15 +97,36 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
 class RopeOptions:
     """Options of ``rope``.
 
+    Every option but ``rotary_fraction`` is evaluable: it may be changed at evaluation time
+    without retraining (``python eval.py RUN eval.position_options.scaling=yarn``). The
+    ``scaling*`` options are Hugging Face's ``rope_scaling`` flattened into one key each, so that
+    each can be a sweep axis (:mod:`model.position.rope_scaling` has the equations).
+
     Attributes:
-        theta: the base of the rotation frequencies (Su et al. 2021, eq. 15). Evaluable: it may
-            be changed at evaluation time (``python eval.py RUN eval.position_options.theta=...``).
+        theta: the base of the rotation frequencies (Su et al. 2021, eq. 15).
         rotary_fraction: share of each head's dimensions that are rotated, in (0, 1]; rounded
             down to an even count of at least 2 (GPT-NeoX ``rotary_pct``).
+        scaling: context-extension rule: ``none``, ``linear`` (position interpolation),
+            ``ntk``, ``dynamic``, ``yarn`` or ``llama3`` (HF ``rope_type``).
+        scaling_factor: the rule's factor ``s`` >= 1 (HF ``factor``).
+        original_max_position: the context the model was trained at, in tokens (HF
+            ``original_max_position_embeddings``); 0 in a run config means "the longest
+            training sequence", filled in from ``data.*`` when the run's config is built.
+        beta_fast, beta_slow: YaRN's rotation counts bounding the ramp (paper: 32 and 1).
+        attention_factor: YaRN's factor on cos and sin; 0 means the paper's ``0.1 ln s + 1``.
+        low_freq_factor, high_freq_factor: Llama 3's wavelength bounds (Meta: 1 and 4).
     """
 
     theta: float = 10000.0
     rotary_fraction: float = 1.0
+    scaling: str = "none"
+    scaling_factor: float = 1.0
+    original_max_position: int = 0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    attention_factor: float = 0.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
 
     def __post_init__(self) -> None:
         if not self.theta > 0:
@@ -112,6 +135,43 @@ class RopeOptions:
             raise ValueError(
                 f"rotary_fraction={self.rotary_fraction!r} is invalid; it must be in (0, 1]"
             )
+        rules = ("none", *scaling_rules()[1:])
+        if self.scaling not in rules:
+            raise ValueError(
+                f"scaling={self.scaling!r} is invalid; choose one of {', '.join(rules)}"
+            )
+        for name in ("scaling_factor",):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be >= 1")
+        if self.original_max_position < 0:
+            raise ValueError(
+                f"original_max_position={self.original_max_position} is invalid; it must be >= 0 "
+                "(0: the longest training sequence)"
+            )
+        for name in ("beta_fast", "beta_slow", "attention_factor", "low_freq_factor"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be >= 0")
+        if not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(
+                f"high_freq_factor={self.high_freq_factor!r} is invalid; it must be > "
+                f"low_freq_factor={self.low_freq_factor!r}"
+            )
+
+    def rope_parameters(self) -> dict | None:
+        """The scaling as a Hugging Face ``rope_parameters`` dict for :func:`rope_inv_freq`, or
+        None when ``scaling`` is ``none``."""
+        if self.scaling == "none":
+            return None
+        return {
+            "rope_type": self.scaling,
+            "factor": self.scaling_factor,
+            "original_max_position_embeddings": self.original_max_position,
+            "beta_fast": self.beta_fast,
+            "beta_slow": self.beta_slow,
+            "attention_factor": self.attention_factor or None,
+            "low_freq_factor": self.low_freq_factor,
+            "high_freq_factor": self.high_freq_factor,
+        }
 
 
 def rotary_dims(head_dim: int, fraction: float) -> int:
@@ -124,11 +184,27 @@ class RotaryPosition(PositionScheme):
     """Rotates queries and keys in every layer; nothing is added to embeddings or scores.
 
     ``cos``/``sin`` tables for default positions are cached per model and grown on demand
-    (doubling); explicit positions are rotated by angles computed from them directly.
+    (doubling); explicit positions are rotated by angles computed from them directly. With a
+    ``scaling`` rule the frequencies are :func:`rope_inv_freq`'s; ``dynamic`` recomputes them
+    for each sequence longer than ``original_max_position`` (from its length ``T``, also when
+    explicit positions are given), and YaRN's attention factor ``a`` multiplies the scores of
+    every layer by ``a**2`` (Peng et al. 2023, eq. 22: ``1/t``, with ``sqrt(1/t) = a``).
     """
 
     Options = RopeOptions
-    evaluable = frozenset({"theta"})
+    evaluable = frozenset(
+        {
+            "theta",
+            "scaling",
+            "scaling_factor",
+            "original_max_position",
+            "beta_fast",
+            "beta_slow",
+            "attention_factor",
+            "low_freq_factor",
+            "high_freq_factor",
+        }
+    )
     relative = True
 
     def __init__(self, config: ModelConfig, options: RopeOptions) -> None:
@@ -136,6 +212,8 @@ class RotaryPosition(PositionScheme):
         half = rotary_dims(config.head_dim, options.rotary_fraction) // 2
         self.register_buffer("_cos", torch.empty(0, half), persistent=False)
         self.register_buffer("_sin", torch.empty(0, half), persistent=False)
+        factor = self.frequencies(None)[1]  # also checks the scaling settings, here, once
+        self.score_scale = None if factor == 1.0 else factor**2
 
     @classmethod
     def check(cls, config: ModelConfig, options: RopeOptions) -> None:
@@ -146,10 +224,32 @@ class RotaryPosition(PositionScheme):
                 "of dimensions, so it needs an even head_dim"
             )
 
-    def inv_freq(self) -> Tensor:
-        """Float32 ``(R/2,)`` frequencies of the rotated dimensions (``R`` = rotary dims)."""
+    @classmethod
+    def with_training_context(cls, options: dict, tokens: int) -> dict:
+        """``original_max_position`` 0 becomes ``tokens``."""
+        if options.get("original_max_position"):
+            return options
+        return {**options, "original_max_position": tokens}
+
+    def frequencies(self, seq_len: int | None) -> tuple[Tensor, float]:
+        """``(inv_freq, attention_factor)`` of the rotated dimensions at length ``seq_len``
+        (read by ``dynamic`` only): float32 ``(R/2,)`` and a float (see :func:`rope_inv_freq`).
+
+        Raises:
+            ValueError: a rule that needs ``original_max_position`` left at 0.
+        """
         rotary = rotary_dims(self.config.head_dim, self.options.rotary_fraction)
-        return rope_frequencies(rotary, self.options.theta)
+        try:
+            return rope_inv_freq(
+                rotary, self.options.theta, self.options.rope_parameters(), seq_len
+            )
+        except ValueError as error:
+            raise ValueError(f"model.options.rope: {error}") from None
+
+    def inv_freq(self) -> Tensor:
+        """Float32 ``(R/2,)`` frequencies of the rotated dimensions (``R`` = rotary dims) at
+        lengths up to ``original_max_position``."""
+        return self.frequencies(None)[0]
 
     def reserve(self, n_positions: int) -> None:
         """Grow the cached tables to at least ``n_positions`` rows."""
@@ -162,15 +262,25 @@ class RotaryPosition(PositionScheme):
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> tuple[Tensor, Tensor]:
         """``(cos, sin)``: float32 ``(T, R/2)``, or ``(B, 1, T, R/2)`` for ``(B, T)`` positions."""
-        if positions is None:
+        longer = seq_len > self.options.original_max_position
+        if self.options.scaling == "dynamic" and longer:
+            inv_freq = self.frequencies(seq_len)[0].to(self._cos.device)
+            if positions is None:
+                positions = torch.arange(seq_len, device=self._cos.device)
+        elif positions is None:
             self.reserve(seq_len)
             return self._cos[:seq_len], self._sin[:seq_len]  # (T, R/2) views
-        cos, sin = rope_cos_sin(positions, self.inv_freq())  # (T, R/2) or (B, T, R/2)
+        else:
+            inv_freq = self.inv_freq()
+        cos, sin = rope_cos_sin(positions, inv_freq)  # (T, R/2) or (B, T, R/2)
         if positions.dim() == 2:
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, R/2)
         return cos, sin
 
     def layer(self, index: int, q: Tensor, k: Tensor, state: tuple[Tensor, Tensor]) -> Scores:
-        """Queries and keys ``(B, H, T, Dh)`` rotated; the same tables in every layer."""
+        """Queries and keys ``(B, H, T, Dh)`` rotated (the same tables in every layer), and
+        YaRN's score scale ``a**2`` where the rule has one."""
         cos, sin = state
-        return Scores(rotate_half_split(q, cos, sin), rotate_half_split(k, cos, sin))
+        return Scores(
+            rotate_half_split(q, cos, sin), rotate_half_split(k, cos, sin), None, self.score_scale
+        )
