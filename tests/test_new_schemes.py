@@ -194,9 +194,8 @@ def test_fire_is_relative_below_its_threshold(make_model):
 
 def test_cope_positions_count_gates_from_each_key_to_the_query():
     logits = torch.tensor([[0.0, 9.0, 9.0], [0.0, 0.0, 9.0], [math.log(3.0), 0.0, -math.log(3.0)]])
-    future = torch.ones(3, 3, dtype=torch.bool).triu(1)
-    p = cope_positions(logits.view(1, 1, 3, 3), future)[0, 0]
-    # sigmoid(0) = 1/2, sigmoid(log 3) = 3/4, sigmoid(-log 3) = 1/4
+    p = cope_positions(logits.view(1, 1, 3, 3))[0, 0].tril()  # keys after the query: masked
+    # sigmoid(0) = 1/2, sigmoid(log 3) = 3/4, sigmoid(-log 3) = 1/4; future gates (9) unused
     expected = torch.tensor([[0.5, 0.0, 0.0], [1.0, 0.5, 0.0], [1.5, 0.75, 0.25]])
     torch.testing.assert_close(p, expected, rtol=0, atol=1e-6)
 

@@ -21,19 +21,24 @@ from model.config import ModelConfig
 from model.position.base import PositionScheme, Scores, register
 
 
-def cope_positions(logits: Tensor, causal_mask: Tensor) -> Tensor:
-    """Contextual positions ``p_ij = sum_{t=j..i} sigmoid(logits_it)`` over visible keys.
+def cope_positions(logits: Tensor) -> Tensor:
+    """Contextual positions ``p_ij = sum_{t=j..i} sigmoid(logits_it)`` for every key ``j <= i``.
+
+    Computed as ``P_ii - P_ij + g_ij`` from the row-wise prefix sums ``P_ij = sum_{t<=j} g_it``:
+    every term uses only gates of visible keys, so no mask is applied first (one pass fewer
+    over ``(B, H, T, T)``).
 
     Args:
         logits: float ``(B, H, T, T)`` scaled scores ``q . k / sqrt(Dh)``.
-        causal_mask: bool ``(T, T)``, True where the key is after the query.
 
     Returns:
-        float32 ``(B, H, T, T)``; 0 where the key is after the query.
+        float32 ``(B, H, T, T)``; entries with the key after the query are meaningless (at most
+        1, possibly negative) and must be masked, as causal attention does.
     """
-    gates = torch.sigmoid(logits.float()).masked_fill(causal_mask, 0.0)  # (B, H, T, T)
+    gates = torch.sigmoid(logits.float())  # (B, H, T, T)
     prefix = gates.cumsum(dim=-1)  # (B, H, T, T): sum_{t <= j} g_it
-    return prefix[..., -1:] - prefix + gates  # suffix sums sum_{t >= j}, without two flips
+    total = prefix.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (B, H, T, 1): sum_{t <= i} g_it
+    return (total - prefix).add_(gates)  # in place: one (B, H, T, T) tensor fewer
 
 
 def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
@@ -52,7 +57,7 @@ def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
     above = (below + 1).clamp(max=embeddings.shape[-1] - 1)  # ceil where it matters (weight > 0)
     low = at_integers.gather(-1, below)  # (B, H, T, T)
     high = at_integers.gather(-1, above)
-    return torch.lerp(low, high, positions - below)  # low + (p - floor p) (high - low)
+    return torch.lerp(low, high, positions.frac())  # low + (p - floor p) (high - low), p >= 0
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,9 @@ class CopePosition(PositionScheme):
             nn.Parameter(torch.zeros(shape)) for _ in range(config.n_layers)
         )
 
-    def prepare(self, positions: Tensor | None, seq_len: int) -> Tensor:
-        """The causal mask the gates need: bool ``(T, T)``, True above the diagonal."""
-        device = self.embeddings[0].device
-        return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
-
-    def layer(self, index: int, q: Tensor, k: Tensor, state: Tensor) -> Scores:
-        """q and k unchanged; the CoPE bias ``(B, H, T, T)`` of this layer."""
+    def layer(self, index: int, q: Tensor, k: Tensor, state: object) -> Scores:
+        """q and k unchanged; the CoPE bias ``(B, H, T, T)`` of this layer (meaningful where
+        the key is not after the query; the causal mask hides the rest)."""
         logits = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)  # (B, H, T, T)
-        positions = cope_positions(logits, state).clamp(max=self.options.npos_max - 1)
+        positions = cope_positions(logits).clamp(0, self.options.npos_max - 1)
         return Scores(q, k, bias=cope_bias(q, self.embeddings[index], positions))
