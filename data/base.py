@@ -6,7 +6,12 @@ without position encoding can count). The model reads the sequence
 shifted by one (next-token prediction); loss and accuracy count only the answer tokens and the
 closing ``<eos>`` (predicting where the answer stops is part of the task). A batch holds one
 ``length`` for all its rows, as in Ruoss et al. 2023 ("Randomized Positional Encodings Boost
-Length Generalization of Transformers"), so no padding or padding mask is needed.
+Length Generalization of Transformers"), and every prompt of a length has the same number of
+tokens. Answers may differ in length within a batch (binary addition with or without a final
+carry): a task whose vocabulary holds ``<pad>`` fills the rest of the answer region with it,
+after the row's ``<eos>``. Pads only ever follow a row's real tokens, so the causal (or
+prefix-LM) mask of :mod:`model.mask` already keeps every real token from attending to them; the
+loss and the scores skip them through :attr:`Batch.answer_mask`.
 
 Shape notation: ``B`` batch, ``S`` tokens per sequence.
 """
@@ -14,14 +19,14 @@ Shape notation: ``B`` batch, ``S`` tokens per sequence.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-BOS, SEP, EOS = "<bos>", "<sep>", "<eos>"
+BOS, SEP, EOS, PAD = "<bos>", "<sep>", "<eos>", "<pad>"
 
 _TASKS: dict[str, type[Task]] = {}
 
@@ -34,11 +39,13 @@ class Batch:
         tokens: int64 ``(B, S)``: ``<bos>``, prompt, ``<sep>``, answer, ``<eos>``.
         answer_start: index in ``tokens`` of the first answer token (the one after ``<sep>``).
         length: the task ``length`` (number of content items) these rows were drawn at.
+        pad_id: id of ``<pad>`` for tasks with variable-length answers, else None (no pads).
     """
 
     tokens: Tensor
     answer_start: int
     length: int
+    pad_id: int | None = None
 
     @property
     def inputs(self) -> Tensor:
@@ -55,26 +62,58 @@ class Batch:
         """The answer tokens and ``<eos>``, int64 ``(B, A)``."""
         return self.tokens[:, self.answer_start :]
 
+    @property
+    def answer_mask(self) -> Tensor:
+        """Bool ``(B, A)``: True at real answer tokens and ``<eos>``, False at pads."""
+        if self.pad_id is None:
+            return torch.ones_like(self.answer_targets, dtype=torch.bool)
+        return self.answer_targets != self.pad_id
+
+    def rows(self, index: slice | Tensor) -> Batch:
+        """The batch of rows ``index`` of this one (same answer start, length and pad)."""
+        return replace(self, tokens=self.tokens[index])
+
     def to(self, device: torch.device | str) -> Batch:
         """The same batch with ``tokens`` on ``device``."""
-        return Batch(self.tokens.to(device), self.answer_start, self.length)
+        return replace(self, tokens=self.tokens.to(device))
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """Options of a task that takes none."""
 
 
 class Task:
     """A seeded generator of ``<bos> prompt <sep> answer <eos>`` sequences at a given ``length``.
 
-    Subclasses set ``name`` (through :func:`register`), ``min_length``, ``vocab`` (a list of
-    readable token strings, ``<bos>``, ``<sep>`` and ``<eos>`` first) and implement
-    :meth:`generate`.
+    Subclasses set ``name`` (through :func:`register`), ``min_length``, ``train_lengths`` (the
+    default training range), ``Options`` (a frozen dataclass of the task's settings, checked in
+    its ``__post_init__``; configs give them as ``data.options.TASK.KEY``), ``vocab`` (a list of
+    readable token strings, ``<bos>``, ``<sep>`` and ``<eos>`` first; ``<pad>`` only in tasks whose
+    answers vary in length) in ``__init__``, and implement :meth:`generate` and :meth:`solve`.
     """
 
     name: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
     min_length: ClassVar[int] = 1
+    train_lengths: ClassVar[tuple[int, int]] = (2, 10)
     supports_minimal_pairs: ClassVar[bool] = False
     vocab: list[str]
 
+    def __init__(self, options: Any = None) -> None:
+        self.options = self.Options() if options is None else options
+
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
-        """Draw ``n`` examples of ``length``: int arrays ``prompts (n, P)``, ``answers (n, A)``."""
+        """Draw ``n`` examples of ``length``: int arrays ``prompts (n, P)``, ``answers (n, A)``.
+
+        ``P`` and ``A`` depend on ``length`` only; a row whose answer is shorter than ``A`` ends
+        in ``<pad>`` ids (:meth:`assemble` puts its ``<eos>`` on the first one).
+        """
+        raise NotImplementedError
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        """The answer tokens of one prompt (its tokens between ``<bos>`` and ``<sep>``): the
+        exact solver, written apart from :meth:`generate` so tests can check one with the other."""
         raise NotImplementedError
 
     def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
@@ -86,6 +125,11 @@ class Task:
     def vocab_size(self) -> int:
         """Number of token ids."""
         return len(self.vocab)
+
+    @property
+    def pad_id(self) -> int | None:
+        """Id of ``<pad>``, or None for a task whose answers all have one length."""
+        return self.vocab.index(PAD) if PAD in self.vocab else None
 
     def token_id(self, token: str) -> int:
         """Id of a token string."""
@@ -104,11 +148,20 @@ class Task:
         return self.assemble(prompts, answers, length)
 
     def assemble(self, prompts: np.ndarray, answers: np.ndarray, length: int) -> Batch:
-        """Join ``(n, P)`` prompts and ``(n, A)`` answers into a :class:`Batch`."""
+        """Join ``(n, P)`` prompts and ``(n, A)`` answers into a :class:`Batch`: ``<eos>`` after
+        each row's last real answer token, ``<pad>`` after it (tasks with a pad)."""
         n = prompts.shape[0]
         bos, sep, eos = (np.full((n, 1), self.token_id(t)) for t in (BOS, SEP, EOS))
-        tokens = np.concatenate([bos, prompts, sep, answers, eos], axis=1)  # (n, S)
-        return Batch(torch.from_numpy(tokens.astype(np.int64)), prompts.shape[1] + 2, length)
+        if self.pad_id is None:
+            tail = np.concatenate([answers, eos], axis=1)  # (n, A + 1)
+        else:
+            tail = np.concatenate([answers, np.full((n, 1), self.pad_id)], axis=1)  # (n, A + 1)
+            ends = (answers != self.pad_id).sum(axis=1)  # (n,): real answer tokens per row
+            tail[np.arange(n), ends] = eos[:, 0]
+        tokens = np.concatenate([bos, prompts, sep, tail], axis=1)  # (n, S)
+        return Batch(
+            torch.from_numpy(tokens.astype(np.int64)), prompts.shape[1] + 2, length, self.pad_id
+        )
 
     def check_length(self, length: int) -> None:
         """Raise ValueError unless ``length >= min_length``."""
@@ -137,8 +190,8 @@ def register(name: str) -> Callable[[type[Task]], type[Task]]:
 
 
 def available_tasks() -> tuple[str, ...]:
-    """Names of the registered tasks, in registration order."""
-    return tuple(_TASKS)
+    """Names of the registered tasks, sorted."""
+    return tuple(sorted(_TASKS))
 
 
 def task_class(name: str) -> type[Task]:

@@ -9,27 +9,43 @@ two right.
 """
 
 import string
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from data.base import BOS, EOS, SEP, Batch, Task, register
 
-_SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits
+SYMBOLS = string.ascii_lowercase + string.ascii_uppercase + string.digits
+"""Readable names of the symbols of every symbol task, in id order."""
+
+
+@dataclass(frozen=True)
+class SymbolOptions:
+    """Options of the symbol tasks.
+
+    Attributes:
+        n_symbols: alphabet size, 2..62.
+    """
+
+    n_symbols: int = 16
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.n_symbols <= len(SYMBOLS):
+            raise ValueError(
+                f"n_symbols={self.n_symbols} is invalid; it must be in 2..{len(SYMBOLS)}"
+            )
 
 
 class SymbolTask(Task):
-    """Base of the symbol tasks: ``vocab = [<bos>, <sep>, <eos>, a, b, ...]``.
+    """Base of the symbol tasks: ``vocab = [<bos>, <sep>, <eos>, a, b, ...]``; the length axis
+    is the number of prompt symbols."""
 
-    Raises:
-        ValueError: ``n_symbols`` outside ``2 .. 62``.
-    """
+    Options = SymbolOptions
 
-    def __init__(self, n_symbols: int = 16) -> None:
-        if not 2 <= n_symbols <= len(_SYMBOLS):
-            raise ValueError(
-                f"data.n_symbols={n_symbols} is invalid; it must be in 2..{len(_SYMBOLS)}"
-            )
-        self.vocab = [BOS, SEP, EOS, *_SYMBOLS[:n_symbols]]
+    def __init__(self, options: SymbolOptions | None = None) -> None:
+        super().__init__(options)
+        self.vocab = [BOS, SEP, EOS, *SYMBOLS[: self.options.n_symbols]]
         self.first_symbol = 3
 
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
@@ -78,6 +94,9 @@ class CopyTask(SymbolTask):
     def answer(self, prompts: np.ndarray) -> np.ndarray:
         return prompts.copy()
 
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        return list(prompt)
+
 
 @register("reverse")
 class ReverseTask(SymbolTask):
@@ -88,6 +107,9 @@ class ReverseTask(SymbolTask):
     def answer(self, prompts: np.ndarray) -> np.ndarray:
         return prompts[:, ::-1].copy()
 
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        return list(reversed(prompt))
+
 
 @register("sort")
 class SortTask(SymbolTask):
@@ -95,3 +117,6 @@ class SortTask(SymbolTask):
 
     def answer(self, prompts: np.ndarray) -> np.ndarray:
         return np.sort(prompts, axis=1)
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        return sorted(prompt, key=SYMBOLS.index)

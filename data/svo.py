@@ -21,6 +21,8 @@ voice and role, and in measured runs (lengths 3..12, lr 1e-3) NoPE and learned m
 50% for 1000 steps, past this project's training budget.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from data.base import BOS, EOS, SEP, Batch, Task, register
@@ -51,15 +53,22 @@ class SVOTask(Task):
     """
 
     min_length = 3
+    train_lengths = (3, 12)
     supports_minimal_pairs = True
 
-    def __init__(self) -> None:
+    def __init__(self, options: object = None) -> None:
+        super().__init__(options)
         forms = [form for pair in VERBS for form in pair]
         self.vocab = [BOS, SEP, EOS, STOP, AGENT, *NOUNS, *forms, *ADJECTIVES]
 
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
         prompts, answers, _, _ = self._generate(rng, length, n)
         return prompts, answers
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        """The agent: the first noun in the active voice, the last one in the passive."""
+        nouns = [word for word in prompt if word in NOUNS]
+        return [nouns[-1] if prompt[-1].startswith("is-") else nouns[0]]
 
     def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
         """``n`` prompts and the same prompts with the fact's two nouns swapped.

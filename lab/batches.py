@@ -7,6 +7,8 @@ The validation set (early stopping and periodic evaluation) is drawn from its ow
 never holds a sequence of the evaluation set, so stopping never reads the test data.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -49,7 +51,7 @@ def validation_set(task: Task, seed: int, length: int, n: int, held_out: int) ->
         batch = task.sample(rng, length, n)
         rows += [row for row in batch.tokens.tolist() if tuple(row) not in test]
         if len(rows) >= n:
-            return Batch(torch.tensor(rows[:n]), batch.answer_start, length)
+            return replace(batch, tokens=torch.tensor(rows[:n]))
     raise ValueError(
         f"task {task.name!r} at length {length} has too few distinct sequences for {n} "
         f"validation sequences outside the {held_out} evaluation ones; raise "

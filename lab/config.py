@@ -19,12 +19,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from data import Task, available_tasks, build_task
+from data import Task, available_tasks, build_task, task_class, task_options
 from lab.files import atomic_write
 from lab.runtime import parse_device
 from model import ModelConfig
 from model.config import RENAMED_KEYS, migrate_keys
 from model.position import build_position
+from model.position.options import options_dict
 
 MAX_TOKENS = 4096
 """Longest model input, in tokens, that a run may train on or evaluate (the periodic 4x
@@ -64,40 +65,89 @@ class ConfigError(ValueError):
     """A bad config file, key or value; the message is one line."""
 
 
+RENAMED_DATA_KEYS = {"n_symbols": "options.TASK.n_symbols"}
+"""Keys of ``data.*`` that moved into a task's options (old name -> new name under data)."""
+
+
 @dataclass
 class DataConfig:
-    """Which task to train on, and at which lengths.
+    """Which task to train on, with which options, and at which lengths.
 
     Attributes:
-        task: a registered task (``svo | copy | reverse | sort``).
-        train_min_length: shortest training ``length`` (content items), inclusive.
+        task: a registered task (:func:`data.available_tasks` lists them).
+        train_min_length: shortest training ``length`` (content items), inclusive; ``null``
+            takes the task's default (its ``train_lengths``).
         train_max_length: longest training ``length``, inclusive; each batch draws one length
-            uniformly from this range.
-        n_symbols: alphabet size of ``copy``, ``reverse`` and ``sort``.
+            uniformly from this range; ``null`` takes the task's default.
+        options: per-task options, ``{task name: {option: value}}`` (``data.options.copy.
+            n_symbols=10``); each section is checked against its task's ``Options`` dataclass and
+            the active task's section is filled with every default, so a saved config holds every
+            value the run used. Sections of other tasks may be given (a sweep's shared base).
     """
 
     task: str = "svo"
-    train_min_length: int = 3
-    train_max_length: int = 12
-    n_symbols: int = 16
+    train_min_length: int | None = None
+    train_max_length: int | None = None
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def build_task(self) -> Task:
         """The task these settings describe (see :func:`data.build_task`)."""
-        return build_task(self.task, self.n_symbols)
+        return build_task(self.task, self.options.get(self.task))
 
     def __post_init__(self) -> None:
+        """Check the task, every options section and the lengths; nothing is filled in here
+        (:meth:`resolved` does, once the whole config is merged)."""
         if self.task not in available_tasks():
             raise ConfigError(
                 f"data.task={self.task!r} is not a known task; "
                 f"choose one of {', '.join(available_tasks())}"
             )
+        for name in {**dict(self.options), self.task: {}}:
+            if name not in available_tasks():
+                names = ", ".join(available_tasks())
+                raise ConfigError(f"data.options.{name} names no task; choose among {names}")
+            task_options(name, dict(self.options.get(name) or {}))
         task = self.build_task()
-        if not task.min_length <= self.train_min_length <= self.train_max_length:
+        low, high = self.train_range
+        if not task.min_length <= low <= high:
             raise ConfigError(
-                f"data.train_min_length={self.train_min_length} and "
-                f"data.train_max_length={self.train_max_length} are invalid; need "
-                f"{task.min_length} <= train_min_length <= train_max_length for task {self.task!r}"
+                f"data.train_min_length={low} and data.train_max_length={high} are invalid; "
+                f"need {task.min_length} <= train_min_length <= train_max_length for task "
+                f"{self.task!r}"
             )
+
+    @property
+    def train_range(self) -> tuple[int, int]:
+        """``(train_min_length, train_max_length)``, a ``null`` one from the task's default."""
+        low, high = task_class(self.task).train_lengths
+        given = (self.train_min_length, self.train_max_length)
+        return (low if given[0] is None else given[0], high if given[1] is None else given[1])
+
+    def resolved(self) -> DataConfig:
+        """These settings with every default written out: both lengths, and the active task's
+        options section holding every option (what a saved run records)."""
+        sections = {k: dict(v) for k, v in self.options.items()}
+        sections[self.task] = options_dict(task_options(self.task, sections.get(self.task)))
+        low, high = self.train_range
+        return replace(self, train_min_length=low, train_max_length=high, options=sections)
+
+
+def migrate_data_keys(data_values: dict[str, Any]) -> dict[str, Any]:
+    """Saved ``data`` section of an older run with :data:`RENAMED_DATA_KEYS` moved into the
+    active task's options (a copy; dropped for a task without that option, where it did
+    nothing), so runs trained before task options existed still load."""
+    values = dict(data_values)
+    task = values.get("task", "svo")
+    options = {k: dict(v) for k, v in (values.get("options") or {}).items()}
+    for old, new in RENAMED_DATA_KEYS.items():
+        if old not in values:
+            continue
+        value, key = values.pop(old), new.rsplit(".", 1)[1]
+        if task in available_tasks() and key in options_dict(task_class(task).Options()):
+            options.setdefault(task, {})[key] = value
+    if options:
+        values["options"] = options
+    return values
 
 
 @dataclass
@@ -252,6 +302,7 @@ class Config:
             raise ConfigError(str(error)) from None
         if not self.run_dir:
             raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
+        self.data = self.data.resolved()  # here, not in DataConfig: its defaults stay null
         task = self.data.build_task()
         longest = self.data.train_max_length
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
@@ -362,6 +413,8 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     try:
         if isinstance(values.get("model"), dict):  # runs saved before model.options existed
             values = {**values, "model": migrate_keys(values["model"])}
+        if isinstance(values.get("data"), dict):  # runs saved before data.options existed
+            values = {**values, "data": migrate_data_keys(values["data"])}
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(values))
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError) as error:
@@ -450,6 +503,13 @@ def _one_line(error: Exception) -> str:
     renamed = full_key and RENAMED_KEYS.get(full_key.removeprefix("model."))
     if type(error).__name__ == "ConfigKeyError" and renamed:
         return f"config key {full_key!r} was renamed; use model.{renamed} instead"
+    renamed_data = full_key and RENAMED_DATA_KEYS.get(full_key.removeprefix("data."))
+    if type(error).__name__ == "ConfigKeyError" and renamed_data:
+        example = renamed_data.replace("TASK", "copy")
+        return (
+            f"config key {full_key!r} was renamed; use data.{renamed_data} instead, "
+            f"e.g. data.{example}"
+        )
     if type(error).__name__ == "ConfigKeyError" and full_key:
         section = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
         if section:

@@ -74,8 +74,7 @@ class Group:
         """This rank's rows of the global ``batch``: ``(B, S)`` -> ``(B / N, S)``, rows
         ``[r * B / N, (r + 1) * B / N)``."""
         rows = batch.tokens.shape[0] // self.world_size
-        tokens = batch.tokens[self.rank * rows : (self.rank + 1) * rows]
-        return Batch(tokens, batch.answer_start, batch.length)
+        return batch.rows(slice(self.rank * rows, (self.rank + 1) * rows))
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """``model`` in :class:`DistributedDataParallel` when several ranks train (gradients

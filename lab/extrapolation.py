@@ -107,22 +107,21 @@ def evaluate_batch(
     rows = max(1, batch_tokens // tokens)
     was_training = model.training
     model.eval()
-    hits, correct = [], 0
+    hits, correct, answer_tokens = [], 0, 0
     for start in range(0, samples, rows):
         if should_stop is not None and should_stop():
             model.train(was_training)
             raise EvaluationStopped
-        chunk = Batch(batch.tokens[start : start + rows], batch.answer_start, batch.length)
-        chunk = chunk.to(device)
+        chunk = batch.rows(slice(start, start + rows)).to(device)
         with autocast(device):
             scores = score_answers(model(chunk.inputs, prefix_len=chunk.answer_start), chunk)
         hits.append(scores.exact.cpu())
         correct += int(scores.correct_tokens.sum())
+        answer_tokens += int(scores.answer_tokens.sum())
     model.train(was_training)
     exact = torch.cat(hits)  # (samples,) bool
     right = int(exact.sum())
     low, high = wilson_interval(right, samples)
-    answer_tokens = batch.answer_targets.shape[1]
     return LengthResult(
         batch.length,
         tokens,
@@ -130,7 +129,7 @@ def evaluate_batch(
         right / samples,
         low,
         high,
-        correct / (samples * answer_tokens),
+        correct / answer_tokens,
         correct="".join("1" if hit else "0" for hit in exact.tolist()),
     )
 

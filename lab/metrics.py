@@ -22,21 +22,23 @@ class AnswerScores:
     Attributes:
         exact: bool ``(B,)``: every answer token (and ``<eos>``) predicted right.
         correct_tokens: int64 ``(B,)``: answer tokens predicted right.
-        answer_tokens: answer tokens per row (the same for all rows).
-        predictions: int64 ``(B, A)``: argmax at each answer position.
+        answer_tokens: int64 ``(B,)``: real answer tokens per row (pads excluded).
+        predictions: int64 ``(B, A)``: argmax at each answer position (pads included).
     """
 
     exact: Tensor
     correct_tokens: Tensor
-    answer_tokens: int
+    answer_tokens: Tensor
     predictions: Tensor
 
 
 def score_answers(logits: Tensor, batch: Batch) -> AnswerScores:
-    """Score the answer positions of ``logits`` ``(B, S - 1, V)`` against ``batch``."""
+    """Score the answer positions of ``logits`` ``(B, S - 1, V)`` against ``batch``; positions
+    whose target is ``<pad>`` (:attr:`data.Batch.answer_mask`) count neither way."""
     predictions = logits[:, batch.answer_slice].argmax(dim=-1)  # (B, A)
-    hits = predictions == batch.answer_targets  # (B, A)
-    return AnswerScores(hits.all(dim=1), hits.sum(dim=1), hits.shape[1], predictions)
+    real = batch.answer_mask  # (B, A)
+    hits = (predictions == batch.answer_targets) & real  # (B, A)
+    return AnswerScores((hits | ~real).all(dim=1), hits.sum(dim=1), real.sum(dim=1), predictions)
 
 
 @torch.no_grad()

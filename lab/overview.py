@@ -24,7 +24,7 @@ from lab.aggregate import groups, headline_table, lengths_table, significance_li
 from lab.batches import evaluation_set
 from lab.config import config_from_dict
 from lab.findings import findings
-from lab.report import DASH, position_options, run_label, summary_table
+from lab.report import DASH, position_options, run_label, summary_table, task_options
 
 Result = dict[str, Any]
 
@@ -87,6 +87,7 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
         lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
     lines += ["## Runs", "", summary_table(results, out_dir), ""]
     lines += ["## Position options", "", *position_options(results, out_dir), ""]
+    lines += ["## Task options", "", *task_options(results), ""]
     notes = [(run_label(r, out_dir), n) for r in results for n in r["summary"]["notes"]]
     if notes:
         lines += ["## Notes", "", *(f"- {run}: {note}" for run, note in notes), ""]

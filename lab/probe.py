@@ -24,7 +24,7 @@ it cannot see them in its input. ``eval.py`` probes pairs at every evaluated len
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -113,7 +113,7 @@ def permute_content(batch: Batch, columns: slice, perms: np.ndarray) -> Batch:
     tokens = batch.tokens.clone()  # (B, S)
     index = torch.from_numpy(perms).to(tokens.device)  # (B, C)
     tokens[:, columns] = torch.gather(batch.tokens[:, columns], 1, index)
-    return Batch(tokens, batch.answer_start, batch.length)
+    return replace(batch, tokens=tokens)
 
 
 @torch.inference_mode()
@@ -209,8 +209,7 @@ def minimal_pair_accuracy(
     for start in range(0, pairs, rows):
         hits = []
         for batch in (first, second):
-            rows_batch = Batch(batch.tokens[start : start + rows], batch.answer_start, length)
-            rows_batch = rows_batch.to(device)
+            rows_batch = batch.rows(slice(start, start + rows)).to(device)
             logits = model(rows_batch.inputs, prefix_len=rows_batch.answer_start)  # (b, S-1, V)
             hits.append(score_answers(logits, rows_batch).exact)  # (b,) bool
         members += int(hits[0].sum() + hits[1].sum())

@@ -297,6 +297,10 @@ def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -
     return rows
 
 
+PANELS_PER_ROW = 4
+"""Task panels per row of the accuracy-against-length figure."""
+
+
 def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
     """Exact-match against length: one panel per task, one line per scheme (mean over seeds).
 
@@ -315,9 +319,14 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         {scheme_label(r) for r in results}, key=lambda s: (order.get(s.split()[0], 99), s)
     )
     colors = {label: f"C{i}" for i, label in enumerate(labels)}  # one colour per scheme, all panels
-    figure = Figure(figsize=(6 * len(tasks), 4.6), layout="constrained")
+    ncols = min(len(tasks), PANELS_PER_ROW)
+    nrows = -(-len(tasks) // ncols)
+    figure = Figure(figsize=(6 * ncols, 4.6 * nrows), layout="constrained")
     FigureCanvasAgg(figure)
-    for ax, task in zip(figure.subplots(1, len(tasks), squeeze=False)[0], tasks, strict=True):
+    axes = figure.subplots(nrows, ncols, squeeze=False).flatten()
+    for ax in axes[len(tasks) :]:  # the last row's empty cells
+        figure.delaxes(ax)
+    for ax, task in zip(axes, tasks, strict=False):
         runs = [r for r in results if r["task"] == task]
         lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
         ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
@@ -390,6 +399,18 @@ def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r["seed"],
         ),
     )
+
+
+def task_options(results: list[dict[str, Any]]) -> list[str]:
+    """One Markdown bullet per task and options: the options and training lengths its runs
+    used, e.g. ``- copy: copy(n_symbols=16), trained on lengths 2..10``."""
+    lines = {}
+    for r in results:
+        data = r["config"]["data"]
+        options = describe(r["task"], data.get("options", {}).get(r["task"], {}))
+        low, high = r["train_lengths"]
+        lines[f"- {r['task']}: {options}, trained on lengths {low}..{high}"] = None
+    return list(lines)
 
 
 def position_options(results: list[dict[str, Any]], out_dir: str | Path) -> list[str]:

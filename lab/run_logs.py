@@ -156,13 +156,12 @@ def write_samples(
         batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, step), lengths[-1], n).to(device)
         if unsupported_reason(model, batch.inputs.shape[1]) is not None:
             continue
-        predictions = score_answers(
-            model(batch.inputs, prefix_len=batch.answer_start), batch
-        ).predictions
-        for row, predicted in zip(batch.tokens, predictions, strict=True):
+        scores = score_answers(model(batch.inputs, prefix_len=batch.answer_start), batch)
+        rows = zip(batch.tokens, scores.predictions, scores.exact, strict=True)
+        for row, predicted, exact in rows:
             prompt = task.decode(row[: batch.answer_start])
             target = task.decode(row[batch.answer_start :])
-            mark = "right" if torch.equal(predicted, row[batch.answer_start :]) else "WRONG"
+            mark = "right" if exact else "WRONG"  # pads (after <eos>) do not count
             lines.append(
                 f"| {name} | `{prompt}` | `{target}` | `{task.decode(predicted)}` | {mark} |"
             )

@@ -45,6 +45,9 @@ from lab.runtime import (
 from lab.schedule import warmup_cosine
 from model import Transformer
 
+IGNORED = -100
+"""Target id that the loss skips: ``<pad>`` targets are replaced by it."""
+
 
 class TrainingDiverged(RuntimeError):
     """The loss or the gradient norm became NaN or infinite; the weights were not updated and
@@ -336,8 +339,7 @@ def run_loop(
                 exact_all, token_accuracy = group.mean(
                     [
                         exact,
-                        scores.correct_tokens.sum().item()
-                        / (scores.answer_tokens * len(scores.exact)),
+                        scores.correct_tokens.sum().item() / scores.answer_tokens.sum().item(),
                     ]
                 )
                 scalars = {
@@ -427,7 +429,8 @@ def train_step(
     with autocast(device):
         logits = model(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
     answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
-    loss = F.cross_entropy(answer_logits.flatten(0, 1), batch.answer_targets.flatten())
+    targets = batch.answer_targets.masked_fill(~batch.answer_mask, IGNORED)  # (B, A)
+    loss = F.cross_entropy(answer_logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORED)
     loss_value = loss.item()
     if not math.isfinite(loss_value):
         raise TrainingDiverged(

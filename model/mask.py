@@ -2,6 +2,12 @@
 
 Schemes return pure (finite) biases; this module adds ``-inf`` where a query may not see a key.
 Without any bias, the causal case keeps SDPA's fused ``is_causal=True`` path (no mask tensor).
+
+Padding needs no mask of its own: tasks pad only after a row's ``<eos>`` (right padding, prompts
+of one length per batch, see :mod:`data.base`), and both the causal mask and the prefix-LM mask
+(with the prefix ending at ``<sep>``, as training and evaluation call it) block every key after
+a query, so no real token attends to a pad; ``tests/test_tasks.py`` compares padded batches
+with their rows run one by one for every scheme.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_overrides_apply_with_the_fields_types() -> None:
             "model.d_model=96",
             "model.dropout=0.25",
             "data.task=copy",
-            "data.n_symbols=10",
+            "data.options.copy.n_symbols=10",
             "data.train_min_length=2",
             "data.train_max_length=20",
             "train.lr=1e-3",
@@ -90,7 +90,7 @@ def test_overrides_apply_with_the_fields_types() -> None:
     assert config.model.d_model == 96 and isinstance(config.model.d_model, int)
     assert config.model.dropout == 0.25
     assert config.data.task == "copy"
-    assert config.data.n_symbols == 10
+    assert config.data.options["copy"] == {"n_symbols": 10}
     assert (config.data.train_min_length, config.data.train_max_length) == (2, 20)
     assert config.train.lr == 1e-3 and isinstance(config.train.lr, float)
     assert config.train.min_lr == 1e-4
@@ -123,8 +123,8 @@ def test_every_position_scheme_is_accepted(scheme: str) -> None:
         ([], len(build_task("svo").vocab)),
         (["data.task=svo", "data.train_min_length=9"], build_task("svo").vocab_size),
         (["data.task=copy"], 16 + 3),
-        (["data.task=reverse", "data.n_symbols=2"], 2 + 3),
-        (["data.task=sort", "data.n_symbols=62"], 62 + 3),
+        (["data.task=reverse", "data.options.reverse.n_symbols=2"], 2 + 3),
+        (["data.task=sort", "data.options.sort.n_symbols=62"], 62 + 3),
     ],
 )
 def test_vocab_size_comes_from_the_task(overrides: list[str], vocab_size: int) -> None:
@@ -210,8 +210,13 @@ def test_unknown_task_lists_every_task() -> None:
 
 
 def test_n_symbols_is_checked_for_symbol_tasks() -> None:
-    message = one_line_error(["data.task=copy", "data.n_symbols=100"])
-    assert "data.n_symbols=100" in message and "2..62" in message
+    message = one_line_error(["data.task=copy", "data.options.copy.n_symbols=100"])
+    assert message == "data.options.copy.n_symbols=100 is invalid; it must be in 2..62"
+
+
+def test_the_old_n_symbols_key_names_its_new_place() -> None:
+    message = one_line_error(["data.task=copy", "data.n_symbols=10"])
+    assert "data.options.TASK.n_symbols" in message and "data.options.copy.n_symbols" in message
 
 
 def test_missing_config_file(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_svo_minimal_pairs_are_deterministic() -> None:
     ],
 )
 def test_symbol_task_answers_hand_checked(name: str, prompt: str, answer: str) -> None:
-    task = build_task(name, n_symbols=3)
+    task = build_task(name, {"n_symbols": 3})
     assert task.vocab[-3:] == ["a", "b", "c"]
     prompts = ids(task, prompt)
     batch = task.assemble(prompts, task.answer(prompts), len(prompt.split()))
@@ -111,7 +111,7 @@ def test_symbol_task_answers_hand_checked(name: str, prompt: str, answer: str) -
 
 def test_sort_orders_by_alphabet_position_not_by_character_code() -> None:
     """Symbols run a..z, A..Z, 0..9; sort follows that order (``'A' < 'a'`` in ASCII)."""
-    task = build_task("sort", n_symbols=62)
+    task = build_task("sort", {"n_symbols": 62})
     prompts = ids(task, "9 A z a Z 0")
     batch = task.assemble(prompts, task.answer(prompts), 6)
     assert split_text(task, batch.tokens[0])[1] == tokens_of("a z A Z 0 9")
@@ -122,7 +122,7 @@ def test_sort_orders_by_alphabet_position_not_by_character_code() -> None:
 def test_symbol_task_samples_are_right_and_have_the_requested_length(
     name: str, length: int
 ) -> None:
-    task = build_task(name, n_symbols=10)
+    task = build_task(name, {"n_symbols": 10})
     symbols = task.vocab[-10:]
     batch = task.sample(np.random.default_rng(length), length, 50)
     assert batch.length == length
@@ -143,7 +143,7 @@ def test_symbol_task_samples_are_right_and_have_the_requested_length(
 
 @pytest.mark.parametrize("name", SYMBOL_TASKS)
 def test_symbol_tasks_use_the_whole_alphabet_and_nothing_else(name: str) -> None:
-    task = build_task(name, n_symbols=5)
+    task = build_task(name, {"n_symbols": 5})
     batch = task.sample(np.random.default_rng(0), 20, 64)
     prompt = batch.tokens[:, 1 : batch.answer_start - 1]
     used = {task.vocab[i] for i in prompt.unique().tolist()}
@@ -164,7 +164,7 @@ def test_sort_answer_is_invariant_to_permuting_the_prompt() -> None:
 @pytest.mark.parametrize("name", ["copy", "reverse"])
 def test_copy_and_reverse_answers_change_when_the_prompt_is_permuted(name: str) -> None:
     """The contrast to sort: these answers depend on order."""
-    task = build_task(name, n_symbols=3)
+    task = build_task(name, {"n_symbols": 3})
     prompts = ids(task, "a b c")
     permuted = ids(task, "b a c")
     assert not np.array_equal(task.answer(prompts), task.answer(permuted))
@@ -321,7 +321,7 @@ def test_shortcut_baselines_would_solve_an_active_only_svo() -> None:
 @pytest.mark.parametrize("name", ["copy", "reverse"])
 @pytest.mark.parametrize("length", [2, 5, 40])
 def test_symbol_minimal_pairs_swap_two_different_symbols(name: str, length: int) -> None:
-    task = build_task(name, n_symbols=4)
+    task = build_task(name, {"n_symbols": 4})
     assert task.supports_minimal_pairs
     original, swapped = task.minimal_pairs(np.random.default_rng(length), length, 200)
     for a, b in zip(original.tokens, swapped.tokens, strict=True):
@@ -433,13 +433,14 @@ def test_unknown_task_lists_the_available_ones() -> None:
 @pytest.mark.parametrize("n_symbols", [-1, 0, 1, 63, 100])
 @pytest.mark.parametrize("name", SYMBOL_TASKS)
 def test_n_symbols_out_of_range_raises(name: str, n_symbols: int) -> None:
-    with pytest.raises(ValueError, match=rf"data.n_symbols={n_symbols} is invalid.*2\.\.62"):
-        build_task(name, n_symbols=n_symbols)
+    message = rf"data.options.{name}.n_symbols={n_symbols} is invalid.*2\.\.62"
+    with pytest.raises(ValueError, match=message):
+        build_task(name, {"n_symbols": n_symbols})
 
 
 @pytest.mark.parametrize("n_symbols", [2, 62])
 def test_n_symbols_at_the_bounds_works(n_symbols: int) -> None:
-    task = build_task("copy", n_symbols=n_symbols)
+    task = build_task("copy", {"n_symbols": n_symbols})
     assert task.vocab_size == n_symbols + 3
     batch = task.sample(np.random.default_rng(0), 200, 4)
     assert len(batch.tokens[:, 1:201].unique()) == n_symbols

@@ -146,7 +146,7 @@ def run_result(trained_run) -> dict:
 
 def test_perfect_copier_scores_one_everywhere():
     config = copy_config()
-    task = build_task("copy", config.data.n_symbols)
+    task = config.data.build_task()
     result = evaluate_model(Oracle(task, lambda p: p), config, FAST_EVAL)
     # training 2..4; 1.1x and 1.25x of 4 round to 4 and 5: every multiple lies past training
     assert [r["length"] for r in result["lengths"]] == [2, 3, 4, 5, 6, 8, 12, 16]
@@ -187,7 +187,7 @@ def test_swapped_pairs_score_one_for_a_perfect_oracle_and_zero_for_an_order_blin
 
 def test_constant_eos_on_copy_gets_one_token_in_l_plus_one():
     config = copy_config()
-    task = build_task("copy", config.data.n_symbols)
+    task = config.data.build_task()
     oracle = Oracle(task, lambda p: [])  # answers <eos> at once: right only at the last position
     for length in (2, 5, 9):
         result = evaluate_length(oracle, task, length, 24, seed=0)
@@ -220,7 +220,7 @@ def noisy_copy(prompt: list[int]) -> list[int]:
 
 @pytest.mark.parametrize("kind", ["untrained", "trained", "noisy-oracle"])
 def test_teacher_forced_exact_match_equals_greedy(kind, trained_run, make_model):
-    task = build_task("copy", 16)
+    task = build_task("copy", {"n_symbols": 16})
     if kind == "untrained":
         model = make_model("rope", strong=True, vocab_size=task.vocab_size)
     elif kind == "trained":
@@ -313,7 +313,7 @@ def test_learned_model_reports_lengths_past_its_table_as_unsupported():
 
 
 def test_permutation_probe_is_float_noise_for_bidirectional_nope(make_model):
-    task = build_task("copy", 13)
+    task = build_task("copy", {"n_symbols": 13})
     model = make_model("none", causal=False, strong=True, vocab_size=task.vocab_size)
     probe = permutation_probe(model, task, 8, 64, seed=0)
     assert probe.tvd < ORDER_BLIND_TVD and probe.order_blind
@@ -333,7 +333,7 @@ def test_bidirectional_nope_never_gets_both_members_of_an_svo_pair(make_model):
 @pytest.mark.parametrize("position", available_schemes())
 def test_permutation_probe_moves_causal_models(position, make_model):
     # Measured on these seeded models: TVD 0.03 .. 0.21 (copy and svo); the bound leaves 30x.
-    for task, length in ((build_task("copy", 13), 8), (build_task("svo"), 6)):
+    for task, length in ((build_task("copy", {"n_symbols": 13}), 8), (build_task("svo"), 6)):
         model = make_model(position, strong=True, vocab_size=task.vocab_size)
         probe = permutation_probe(model, task, length, 64, seed=0)
         assert probe.tvd > 1e-3 and probe.order_blind is False

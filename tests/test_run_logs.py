@@ -24,7 +24,12 @@ FAST = ["eval.samples=8", "eval.probe_samples=8", "eval.lengths=[2,4,8]", "--no-
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An ALiBi copy run (4 symbols) stopped early at a 30% target (step 110), evaluated."""
     folder = tmp_path_factory.mktemp("sweep") / "alibi-copy-seed0"
-    settings = ["data.n_symbols=4", "model.dropout=0.0", "eval.samples=16", "train.steps=200"]
+    settings = [
+        "data.options.copy.n_symbols=4",
+        "model.dropout=0.0",
+        "eval.samples=16",
+        "train.steps=200",
+    ]
     config = tiny_config(folder, "model.position=alibi", "train.target_accuracy=0.3", *settings)
     result = train(config)
     assert result.step < 200 and result.eval["in_dist"] >= 0.3  # stopped at the target

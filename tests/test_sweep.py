@@ -94,21 +94,22 @@ def test_grid_override_from_the_command_line():
         "alibi-svo-seed0",
         "alibi-svo-seed1",
     ]
-    assert "data.train_max_length=12" in runs[0].overrides  # the `when: data.task=svo` block
+    assert not any("train_max_length" in o for o in runs[0].overrides)  # the task's default
+    assert load_config(None, runs[0].overrides).data.train_max_length == 12
     assert runs[3].overrides[-1].endswith("alibi-svo-seed1")
 
 
-def test_command_line_value_beats_the_files_when_block():
-    """quick.yaml's `when: data.task=...` blocks set the training lengths; a value typed on the
-    command line wins over them for every run, and the blocks still fill in the rest."""
+def test_command_line_value_beats_the_task_defaults():
+    """quick.yaml leaves the training lengths to each task's defaults; a value typed on the
+    command line wins for every run, and the defaults still fill in the rest."""
     overrides = ["task=svo,copy", "position=rope", "data.train_max_length=20", "seed=0"]
     runs = expand(load_sweep(CONFIG, overrides))
     configs = {r.name: load_config(None, r.overrides) for r in runs}
     assert sorted(configs) == ["rope-copy-seed0", "rope-svo-seed0"]
     assert {c.data.train_max_length for c in configs.values()} == {20}
-    assert configs["rope-svo-seed0"].data.train_min_length == 3  # from the svo block
-    assert configs["rope-copy-seed0"].data.train_min_length == 2  # from the copy block
-    assert configs["rope-copy-seed0"].data.n_symbols == 16
+    assert configs["rope-svo-seed0"].data.train_min_length == 3  # svo's default
+    assert configs["rope-copy-seed0"].data.train_min_length == 2  # copy's default
+    assert configs["rope-copy-seed0"].data.options["copy"] == {"n_symbols": 16}
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Typed per-scheme options: built from plain dicts (YAML, CLI, checkpoints), validated, and
-turned back into dicts for saving.
+"""Typed per-scheme (and per-task) options: built from plain dicts (YAML, CLI, checkpoints),
+validated, and turned back into dicts for saving.
 
 Every scheme declares ``Options``, a frozen dataclass whose fields have defaults and simple
 types (``int``, ``float``, ``bool``, ``str``); its ``__post_init__`` checks value ranges.
@@ -13,11 +13,13 @@ from dataclasses import asdict, fields
 from typing import Any, get_type_hints
 
 
-def build_options(scheme: str, cls: type, values: dict[str, Any] | None) -> Any:
+def build_options(
+    scheme: str, cls: type, values: dict[str, Any] | None, section: str = "model.options"
+) -> Any:
     """``cls(**values)`` with every key and type checked.
 
     Args:
-        scheme: the scheme's name, for messages (``model.options.SCHEME.KEY``).
+        scheme: the scheme's (or task's) name, for messages (``SECTION.SCHEME.KEY``).
         cls: the scheme's ``Options`` dataclass.
         values: option name -> value; missing options keep their defaults. Integers and
             numeric strings are accepted for float options (YAML writes ``10000`` for
@@ -33,7 +35,7 @@ def build_options(scheme: str, cls: type, values: dict[str, Any] | None) -> Any:
         if key not in types:
             names = ", ".join(allowed) if allowed else "none"
             raise ValueError(
-                f"model.options.{scheme}.{key} is not an option of {scheme!r}; its options: {names}"
+                f"{section}.{scheme}.{key} is not an option of {scheme!r}; its options: {names}"
             )
         kind = types[key]
         if kind is float and isinstance(value, (int, str)) and not isinstance(value, bool):
@@ -43,16 +45,16 @@ def build_options(scheme: str, cls: type, values: dict[str, Any] | None) -> Any:
             continue
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise ValueError(
-                f"model.options.{scheme}.{key}={value!r} is invalid; it must be a {kind.__name__}"
+                f"{section}.{scheme}.{key}={value!r} is invalid; it must be a {kind.__name__}"
             )
         if kind is float and not math.isfinite(value):
             raise ValueError(
-                f"model.options.{scheme}.{key}={value} is invalid; it must be a finite number"
+                f"{section}.{scheme}.{key}={value} is invalid; it must be a finite number"
             )
     try:
         return cls(**values)
     except ValueError as error:
-        raise ValueError(f"model.options.{scheme}.{error}") from None
+        raise ValueError(f"{section}.{scheme}.{error}") from None
 
 
 def options_dict(options: Any) -> dict[str, Any]:

@@ -1,0 +1,166 @@
+"""Arithmetic tasks: ``parity``, ``binary_addition`` and ``modular_arithmetic``.
+
+Sources: parity and modular arithmetic are the regular tasks "Parity Check" and "Modular
+Arithmetic (Simple)" of Delétang et al. 2023 ("Neural Networks and the Chomsky Hierarchy",
+Appendix A); binary addition is their "Binary Addition" (context-sensitive), and addition and
+parity are also tasks of Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length
+Generalization in Transformers")::
+
+    parity              1 0 1 1 <sep> 1 <eos>                 odd number of ones -> 1
+    binary_addition     1 1 0 + 1 0 0 <sep> 0 0 1 <eos>       3 + 1 = 4, least significant bit
+                                                              first; 3 + 5 = 8 has a 4th bit
+    modular_arithmetic  3 + 4 - 1 <sep> 1 <eos>               (3 + 4 - 1) mod 5
+
+Length axes: ``parity``, bits in the string; ``binary_addition``, bits of each operand (the
+answer has ``length`` bits, or ``length + 1`` with a final carry: answers differ in length
+within a batch and are padded, see :mod:`data.base`); ``modular_arithmetic``, operands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from data.base import BOS, EOS, PAD, SEP, Task, register
+
+BITS = ("0", "1")
+PLUS = "+"
+
+
+@register("parity")
+class ParityTask(Task):
+    """A bit string; the answer is ``1`` when it holds an odd number of ones, else ``0``.
+
+    Training starts at 6 bits: shorter strings are too few (2**5 = 32) for a validation set
+    disjoint from the evaluation set (:func:`lab.batches.validation_set`)."""
+
+    train_lengths = (6, 12)
+
+    def __init__(self, options: object = None) -> None:
+        super().__init__(options)
+        self.vocab = [BOS, SEP, EOS, *BITS]
+
+    def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
+        bits = rng.integers(2, size=(n, length))  # (n, L)
+        first = self.token_id(BITS[0])
+        return bits + first, (bits.sum(axis=1, keepdims=True) % 2) + first
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        return [str(list(prompt).count("1") % 2)]
+
+
+@dataclass(frozen=True)
+class AdditionOptions:
+    """Options of ``binary_addition``.
+
+    Attributes:
+        msb_first: write operands and sum most significant bit first (default: least
+            significant first, the order in which carries propagate).
+    """
+
+    msb_first: bool = False
+
+
+@register("binary_addition")
+class BinaryAdditionTask(Task):
+    """Two ``length``-bit numbers (leading zeros kept) joined by ``+``; the answer is their sum
+    without leading zeros beyond ``length`` bits: ``length`` bits, or ``length + 1`` when the
+    last addition carries."""
+
+    Options = AdditionOptions
+    train_lengths = (3, 8)  # 3: enough distinct sums for a disjoint validation set
+
+    def __init__(self, options: AdditionOptions | None = None) -> None:
+        super().__init__(options)
+        self.vocab = [BOS, SEP, EOS, *BITS, PLUS, PAD]
+
+    def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
+        a, b = rng.integers(2, size=(2, n, length))  # (n, L) each, bit i has weight 2**i
+        total = np.zeros((n, length + 1), dtype=np.int64)  # (n, L + 1), LSB first
+        carry = np.zeros(n, dtype=np.int64)
+        for i in range(length):
+            column = a[:, i] + b[:, i] + carry
+            total[:, i], carry = column % 2, column // 2
+        total[:, length] = carry
+        first = self.token_id(BITS[0])
+        a, b, total = a + first, b + first, total + first
+        if self.options.msb_first:  # the carry bit first; without a carry, drop its 0
+            a, b, flipped = a[:, ::-1], b[:, ::-1], total[:, ::-1]
+            total = np.where(carry[:, None] == 1, flipped, np.roll(flipped, -1, axis=1))
+        total[carry == 0, length] = self.pad_id  # (n, L + 1): L bits and a pad, or L + 1 bits
+        plus = np.full((n, 1), self.token_id(PLUS))
+        return np.concatenate([a, plus, b], axis=1), total
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        text = "".join(prompt)
+        left, right = text.split(PLUS)
+        if not self.options.msb_first:
+            left, right = left[::-1], right[::-1]
+        total = format(int(left, 2) + int(right, 2), "b").zfill(len(left))
+        return list(total if self.options.msb_first else total[::-1])
+
+
+OPERATIONS = "+-*"
+
+
+@dataclass(frozen=True)
+class ModularOptions:
+    """Options of ``modular_arithmetic``.
+
+    Attributes:
+        modulus: numbers and the answer are in ``0 .. modulus - 1`` (2..10).
+        operations: the operators drawn between operands, a non-empty subset of ``+-*``
+            (``*`` binds tighter than ``+`` and ``-``, as usual).
+    """
+
+    modulus: int = 5
+    operations: str = "+-"
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.modulus <= 10:
+            raise ValueError(f"modulus={self.modulus} is invalid; it must be in 2..10")
+        if not self.operations or not set(self.operations) <= set(OPERATIONS):
+            raise ValueError(
+                f"operations={self.operations!r} is invalid; give a non-empty subset of "
+                f"{OPERATIONS!r}"
+            )
+
+
+@register("modular_arithmetic")
+class ModularArithmeticTask(Task):
+    """``length`` operands in ``0 .. modulus - 1`` joined by operators; the answer is the
+    expression's value modulo ``modulus``. The prompt has ``2 * length - 1`` tokens."""
+
+    Options = ModularOptions
+    train_lengths = (3, 8)  # 3: enough distinct expressions for a disjoint validation set
+
+    def __init__(self, options: ModularOptions | None = None) -> None:
+        super().__init__(options)
+        digits = [str(d) for d in range(self.options.modulus)]
+        self.vocab = [BOS, SEP, EOS, *digits, *sorted(set(self.options.operations))]
+
+    def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
+        m = self.options.modulus
+        numbers = rng.integers(m, size=(n, length))  # (n, L)
+        ops = np.array(list(self.options.operations))[
+            rng.integers(len(self.options.operations), size=(n, length - 1))
+        ]  # (n, L - 1) of "+", "-", "*"
+        total = np.zeros(n, dtype=np.int64)  # sum of the finished terms
+        term = numbers[:, 0].copy()  # the product being built, with its sign
+        for i in range(length - 1):
+            times = ops[:, i] == "*"
+            sign = np.where(ops[:, i] == "-", -1, 1)
+            total = np.where(times, total, (total + term) % m)
+            term = np.where(times, term * numbers[:, i + 1] % m, sign * numbers[:, i + 1])
+        answers = ((total + term) % m)[:, None]  # (n, 1)
+        ids = np.vectorize(self.token_id)
+        prompts = np.empty((n, 2 * length - 1), dtype=np.int64)
+        prompts[:, ::2] = numbers + self.token_id("0")
+        if length > 1:
+            prompts[:, 1::2] = ids(ops)
+        return prompts, answers + self.token_id("0")
+
+    def solve(self, prompt: Sequence[str]) -> list[str]:
+        return [str(eval("".join(prompt)) % self.options.modulus)]  # noqa: S307 (digits, + - *)
