@@ -16,6 +16,7 @@ Shape of the document (every figure computed from the runs' ``eval.json`` dicts)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,20 +68,27 @@ def shortcut_line(results: list[Result]) -> str | None:
     )
 
 
-def markdown_report(results: list[Result], out_dir: str | Path | None = None) -> str:
-    """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order)."""
-    lines = ["# Evaluation report", ""]
+def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[str]:
+    """The ablation's answer as Markdown lines: per task the headline table, then the
+    significant differences, the shortcut baselines and the findings against the literature,
+    each under the lines ``heading(title)`` (``report.md`` and the README style them apart)."""
+    lines = []
     for task in tasks(results):
-        lines += [f"## {task}: exact-match at multiples of the longest training length", ""]
+        lines += heading(f"{task}: exact-match at multiples of the longest training length")
         lines += [headline_table(results, task), ""]
-    lines += ["## Significant differences between schemes", ""]
+    lines += heading("Significant differences between schemes")
     for task in tasks(results):
         lines += significance_lines(results, task)
     lines.append("")
     shortcut = shortcut_line(results)
     if shortcut:
-        lines += ["## Shortcut baselines", "", shortcut, ""]
-    lines += ["## Findings against the literature", "", *findings(results), ""]
+        lines += [*heading("Shortcut baselines"), shortcut, ""]
+    return [*lines, *heading("Findings against the literature"), *findings(results), ""]
+
+
+def markdown_report(results: list[Result], out_dir: str | Path | None = None) -> str:
+    """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order)."""
+    lines = ["# Evaluation report", "", *answer(results, lambda title: [f"## {title}", ""])]
     for task in tasks(results):
         lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
         pairs = lengths_table(results, task, "pair_accuracy")

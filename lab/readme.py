@@ -20,10 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.aggregate import headline_table, significance_lines, tasks
 from lab.files import atomic_write
-from lab.findings import findings
-from lab.overview import EXPLANATION, shortcut_line
+from lab.overview import EXPLANATION, answer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -68,17 +66,7 @@ def section(results: list[dict[str, Any]], sweep: dict[str, Any]) -> str:
         f"{steps[len(steps) // 2]}.",
         "",
     ]
-    for task in tasks(results):
-        lines += [f"**{task}**: exact-match (%) at multiples of the longest training length", ""]
-        lines += [headline_table(results, task), ""]
-    lines += ["Significant differences between schemes:", ""]
-    for task in tasks(results):
-        lines += significance_lines(results, task)
-    lines.append("")
-    shortcut = shortcut_line(results)
-    if shortcut:
-        lines += [shortcut, ""]
-    lines += ["Findings against the literature:", "", *findings(results), ""]
+    lines += answer(results, lambda title: [f"**{title}**", ""])
     lines += [EXPLANATION, ""]
     lines += ["![exact-match against length](docs/ablation_accuracy_vs_length.png)"]
     return "\n".join(lines)
