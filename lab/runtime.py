@@ -4,7 +4,7 @@ import contextlib
 import random
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,9 +154,17 @@ def deferred_interrupt() -> Iterator[Interrupt]:
             raise KeyboardInterrupt
         flag.signum = flag.signum or signum
 
+    with handling_stop_signals(handler):
+        yield flag
+
+
+@contextlib.contextmanager
+def handling_stop_signals(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """Install ``handler`` for every one of :data:`STOP_SIGNALS` while inside (main thread
+    only); the previous handlers come back on exit, however the block ends."""
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
-        yield flag
+        yield
     finally:
         for s, action in previous.items():
             signal.signal(s, action)

@@ -25,7 +25,7 @@ from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from lab.runtime import STOP_SIGNALS
+from lab.runtime import handling_stop_signals
 
 ORPHAN_GRACE_S = 60.0
 """Seconds an orphaned worker may take to save its checkpoint before it exits regardless."""
@@ -155,12 +155,8 @@ def stop_on_signals(stop: Any) -> Iterator[list[int]]:
         received.append(signum)
         stop.set()
 
-    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
-    try:
+    with handling_stop_signals(handler):
         yield received
-    finally:
-        for s, old in previous.items():
-            signal.signal(s, old)
 
 
 @contextlib.contextmanager

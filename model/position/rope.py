@@ -93,6 +93,19 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     return rotate_half_split(x, cos, sin)
 
 
+def require_even_head_dim(config: ModelConfig, scheme: str) -> None:
+    """Rotations act on pairs of dimensions, so a rotary scheme needs an even ``head_dim``.
+
+    Raises:
+        ValueError: ``head_dim`` is odd (one line naming it and the scheme).
+    """
+    if config.head_dim % 2:
+        raise ValueError(
+            f"model.head_dim={config.head_dim} (d_model / n_heads) is odd; {scheme} rotates pairs "
+            "of dimensions, so it needs an even head_dim"
+        )
+
+
 @dataclass(frozen=True)
 class RopeOptions:
     """Options of ``rope``.
@@ -218,11 +231,7 @@ class RotaryPosition(PositionScheme):
     @classmethod
     def check(cls, config: ModelConfig, options: RopeOptions) -> None:
         """RoPE rotates pairs of dimensions, so ``head_dim`` must be even."""
-        if config.head_dim % 2:
-            raise ValueError(
-                f"model.head_dim={config.head_dim} (d_model / n_heads) is odd; RoPE rotates pairs "
-                "of dimensions, so it needs an even head_dim"
-            )
+        require_even_head_dim(config, "RoPE")
 
     @classmethod
     def with_training_context(cls, options: dict, tokens: int) -> dict:

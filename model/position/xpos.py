@@ -19,7 +19,12 @@ from torch import Tensor
 
 from model.config import ModelConfig
 from model.position.base import PositionScheme, Scores, register
-from model.position.rope import rope_cos_sin, rope_frequencies, rotate_half_split
+from model.position.rope import (
+    require_even_head_dim,
+    rope_cos_sin,
+    rope_frequencies,
+    rotate_half_split,
+)
 
 
 def xpos_zeta(head_dim: int) -> Tensor:
@@ -77,11 +82,7 @@ class XposPosition(PositionScheme):
     @classmethod
     def check(cls, config: ModelConfig, options: XposOptions) -> None:
         """Rotation needs pairs of dimensions: ``head_dim`` must be even."""
-        if config.head_dim % 2:
-            raise ValueError(
-                f"model.head_dim={config.head_dim} (d_model / n_heads) is odd; xPos rotates pairs "
-                "of dimensions, so it needs an even head_dim"
-            )
+        require_even_head_dim(config, "xPos")
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> tuple[Tensor, ...]:
         """``(cos, sin, query scale, key scale)``: float32 ``(T, Dh)``-broadcastable tables,
