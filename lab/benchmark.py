@@ -138,7 +138,9 @@ def eval_speed(
     Peak memory is how far the process's peak resident set rises above its size before these
     forward passes (CPU; on Linux the peak is reset first through ``/proc/self/clear_refs``,
     elsewhere the figure only counts growth past the process's earlier peak), or the growth of
-    ``torch.cuda.max_memory_allocated`` (CUDA).
+    ``torch.cuda.max_memory_allocated`` (CUDA). Linux reads its resident-set counters from
+    per-CPU caches, so the CPU figure is approximate by a few hundred KiB; growth below that
+    reads as 0, never as negative.
     """
     torch.manual_seed(0)
     model = Transformer(config).to(device).eval()
@@ -146,7 +148,7 @@ def eval_speed(
     idx = torch.randint(0, config.vocab_size, (rows, length), device=device)
     before = reset_peak_memory(device)
     seconds = median_seconds(lambda: _sync(device, model(idx)), repeats=repeats, warmup=1)
-    peak_mib = (peak_memory(device) - before) / 2**20
+    peak_mib = max(0, peak_memory(device) - before) / 2**20
     return EvalSpeed(config.position, length, rows, rows * length / seconds, peak_mib)
 
 
