@@ -1,8 +1,9 @@
 """Benchmark every position scheme: ``python bench.py [--threads N] [--device auto]``.
 
 Measures, per scheme, training tokens/s and MFU at the standard configuration (vocab 64,
-d_model 128, 4 layers, 4 heads, d_ff 512, sequence 64, batch 64, fp32 on CPU) and at the
-default ablation's size, plus evaluation tokens/s and peak memory at lengths 64 to 4096.
+d_model 128, 4 layers, 4 heads, d_ff 512, sequence 64, batch 64; fp32 on CPU unless
+``--precision bf16``) and at the default ablation's size, plus evaluation tokens/s and peak
+memory at lengths 64 to 4096.
 Prints tables and writes ``bench.json``. Numbers are medians; the machine is noisy.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from lab.baselines import hf_baselines
 from lab.benchmark import run_benchmark
 from lab.report import format_table
-from lab.runtime import configure_threads, resolve_device
+from lab.runtime import check_precision, configure_threads, resolve_device
 from model import ModelConfig
 
 STANDARD_LENGTH = 64
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-tokens", type=int, default=32768, help="evaluation batch, in tokens"
     )
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        help="training precision: auto (bf16 on CUDA, fp32 elsewhere), fp32 or bf16",
+    )
     parser.add_argument("--out", default="bench.json", help="where to write the JSON results")
     parser.add_argument(
         "--baselines",
@@ -57,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         device = resolve_device(args.device)
         configure_threads(args.threads)
+        check_precision(args.precision)
         try:
             lengths = [int(n) for n in args.lengths.split(",")]
         except ValueError:
@@ -75,12 +82,21 @@ def main(argv: list[str] | None = None) -> int:
         ("ablation", ABLATION, 64, 24, [], None),
     ):
         results[name] = run_benchmark(
-            config, batch, seq_len, eval_lengths, args.batch_tokens, device, args.repeats, others
+            config,
+            batch,
+            seq_len,
+            eval_lengths,
+            args.batch_tokens,
+            device,
+            args.repeats,
+            others,
+            args.precision,
         )
         r = results[name]
         print(
             f"\n{name}: {device}, {r['threads']} threads, torch {r['torch']}, "
-            f"matmul peak {r['matmul_peak_gflops']:.1f} GFLOP/s, batch {batch} x {seq_len}"
+            f"{r['precision']} matmul peak {r['matmul_peak_gflops']:.1f} GFLOP/s, "
+            f"batch {batch} x {seq_len}"
         )
         rows = [
             [

@@ -19,6 +19,7 @@ from lab.config import ConfigError, flat_keys, load_config
 from lab.distributed import is_main_process, leave_group, rank_prefix
 from lab.resume import resume_config
 from lab.runlock import RunLocked
+from lab.runtime import cpu_threads
 from lab.trainer import TrainingDiverged, TrainingInterrupted, train
 
 
@@ -57,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.config, args.overrides)
         run_dir = config.run_dir
+        if is_main_process():
+            print(
+                f"{run_dir}: {config.model.position} on {config.data.task}, "
+                f"{cpu_threads(config.threads)} CPU thread(s) (threads=N to change), "
+                f"precision {config.precision}",
+                flush=True,
+            )
         result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
     except (ConfigError, OSError, ValueError, TrainingDiverged, RunLocked) as error:
         print(f"{rank_prefix()}error: {error}", file=sys.stderr)

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lab.runtime import autocast, compute_dtype
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
@@ -102,8 +103,10 @@ def training_speed(
     repeats: int,
     model: torch.nn.Module | None = None,
     name: str | None = None,
+    precision: str = "auto",
 ) -> TrainSpeed:
-    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens).
+    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens),
+    the forward pass in ``precision`` (:func:`lab.runtime.autocast`).
 
     ``model`` (any module mapping ``(B, T)`` token ids to ``(B, T, V)`` logits) defaults to this
     project's :class:`Transformer` for ``config``; a baseline of the same size can be passed to
@@ -115,7 +118,7 @@ def training_speed(
     idx = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with autocast(device, precision):
             logits = model(idx[:, :-1])  # (B, T, V)
         loss = F.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten())
         optimizer.zero_grad(set_to_none=True)
@@ -161,16 +164,27 @@ def run_benchmark(
     device: torch.device,
     repeats: int = 20,
     baselines: dict[str, torch.nn.Module] | None = None,
+    precision: str = "auto",
 ) -> dict:
     """Training and evaluation figures for every registered scheme at ``config``'s size, and
-    training figures for ``baselines`` (name -> model of the same size) in the same run."""
-    peak = matmul_peak_flops(device)
+    training figures for ``baselines`` (name -> model of the same size) in the same run.
+
+    Training runs in ``precision`` (:func:`lab.runtime.autocast`); MFU is then measured
+    against the matrix-multiply peak of the autocast dtype.
+    """
+    peak = matmul_peak_flops(device, compute_dtype(device, precision))
     train = []
     for position in available_schemes():
         scheme_config = ModelConfig(**{**asdict(config), "position": position})
-        train.append(training_speed(scheme_config, batch, seq_len, device, peak, repeats))
+        train.append(
+            training_speed(
+                scheme_config, batch, seq_len, device, peak, repeats, precision=precision
+            )
+        )
     for name, baseline in (baselines or {}).items():
-        train.append(training_speed(config, batch, seq_len, device, peak, repeats, baseline, name))
+        train.append(
+            training_speed(config, batch, seq_len, device, peak, repeats, baseline, name, precision)
+        )
     evals = []
     for length in eval_lengths:
         for position in available_schemes():
@@ -194,6 +208,7 @@ def run_benchmark(
         "model": asdict(config),
         "batch": batch,
         "seq_len": seq_len,
+        "precision": precision,
         "matmul_peak_gflops": peak / 1e9,
         "train": [{**asdict(t), "vs_none": t.tokens_per_s / nope} for t in train],
         "eval": [asdict(e) for e in evals],

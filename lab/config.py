@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task, task_class, task_options
 from lab.files import atomic_write
-from lab.runtime import parse_device
+from lab.runtime import check_precision, parse_device
 from model import ModelConfig
 from model.config import RENAMED_KEYS, migrate_keys
 from model.position import build_position
@@ -272,7 +272,11 @@ class Config:
     Attributes:
         seed: seeds parameters, data order and evaluation sets.
         device: ``auto`` (CUDA, then MPS, then CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
-        threads: CPU threads for PyTorch (0 keeps PyTorch's default).
+        threads: CPU threads for PyTorch; 1 by default, which degrades gracefully on a busy
+            machine (README, "Threads"); 0 keeps PyTorch's default (one per core).
+        precision: of the training steps: ``auto`` (bf16 autocast on CUDA, float32 elsewhere),
+            ``fp32`` or ``bf16`` (see :func:`lab.runtime.autocast`). Evaluation runs in float32
+            on CPU and MPS and in bf16 on CUDA, whatever the training precision.
         compile: wrap the model in ``torch.compile`` (lengths marked dynamic).
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
     """
@@ -285,7 +289,8 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 0
     device: str = "auto"
-    threads: int = 0
+    threads: int = 1
+    precision: str = "auto"
     compile: bool = False
     run_dir: str = "runs/default"
 
@@ -298,6 +303,7 @@ class Config:
                 raise ConfigError(f"{name}={getattr(self, name)} is invalid; it must be >= 0")
         try:
             parse_device(self.device)
+            check_precision(self.precision)
         except ValueError as error:
             raise ConfigError(str(error)) from None
         if not self.run_dir:

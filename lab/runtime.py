@@ -65,6 +65,11 @@ def configure_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def cpu_threads(threads: int) -> int:
+    """The CPU threads a run with setting ``threads`` uses (0: PyTorch's default)."""
+    return threads or torch.get_num_threads()
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's and PyTorch's global generators (all devices) with ``seed``.
 
@@ -91,11 +96,41 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA; a no-op elsewhere (CPU and MPS train in float32)."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+PRECISIONS = ("auto", "fp32", "bf16")
+"""Values of ``precision``: the dtype of a training step's matrix multiplies."""
+
+
+def check_precision(precision: str) -> None:
+    """Raises ValueError (one line naming the allowed values) unless ``precision`` is one of
+    :data:`PRECISIONS`."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} is invalid; use one of {', '.join(PRECISIONS)}")
+
+
+def compute_dtype(device: torch.device, precision: str) -> torch.dtype:
+    """The dtype of matrix multiplies under ``precision`` on ``device``: ``auto`` is bf16 on
+    CUDA and float32 elsewhere; ``fp32`` float32; ``bf16`` bf16 on any device (on CPU it pays
+    off only for matrix multiplies large enough to outweigh the casts, see the README's
+    "Precision").
+
+    Raises:
+        ValueError: an unknown ``precision`` (one line naming the allowed ones).
+    """
+    check_precision(precision)
+    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    return torch.bfloat16 if bf16 else torch.float32
+
+
+def autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
+    """Autocast to :func:`compute_dtype` (no autocast where that is float32).
+
+    Raises:
+        ValueError: an unknown ``precision``.
+    """
+    dtype = compute_dtype(device, precision)
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
 
 
 STOP_SIGNALS = tuple(

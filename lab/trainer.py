@@ -321,7 +321,14 @@ def run_loop(
             batch = group.shard(batch).to(device)
             in_step = True
             logits, loss_value, grad_norm, lr = train_step(
-                compiled, run.optimizer, run.scheduler, batch, t.grad_clip, device, run.step
+                compiled,
+                run.optimizer,
+                run.scheduler,
+                batch,
+                t.grad_clip,
+                device,
+                run.step,
+                config.precision,
             )
             (loss_value,) = group.mean([loss_value])  # mean over the global batch
             run.step += 1
@@ -413,8 +420,10 @@ def train_step(
     grad_clip: float,
     device: torch.device,
     step: int,
+    precision: str = "auto",
 ) -> tuple[torch.Tensor, float, float, float]:
-    """One optimizer step on the answer tokens of ``batch`` (cross-entropy, clipped gradients).
+    """One optimizer step on the answer tokens of ``batch`` (cross-entropy, clipped gradients),
+    forward pass in ``precision`` (:func:`lab.runtime.autocast`).
 
     Returns:
         ``(logits, loss, grad_norm, lr)``: detached logits ``(B, S - 1, V)``, the loss before
@@ -426,7 +435,7 @@ def train_step(
             before the weights change, whatever ``grad_clip`` is).
     """
     model.train()
-    with autocast(device):
+    with autocast(device, precision):
         logits = model(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
     answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
     targets = batch.answer_targets.masked_fill(~batch.answer_mask, IGNORED)  # (B, A)
