@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from lab.baselines import hf_baselines
-from lab.benchmark import run_benchmark
+from lab.baselines import LIBRARIES, baselines
+from lab.benchmark import ours_vs_theirs, run_benchmark
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
 from model import ModelConfig
@@ -56,8 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench.json", help="where to write the JSON results")
     parser.add_argument(
         "--baselines",
-        action="store_true",
-        help="also time Hugging Face GPT-2 and Llama of the same size (needs transformers)",
+        nargs="?",
+        const=",".join(LIBRARIES),
+        default="",
+        metavar="LIBS",
+        help="also time peer models of the same size, in the same run: hf (Hugging Face GPT-2 "
+        "and Llama; needs transformers), x-transformers (each position option that matches one "
+        "of ours; needs x-transformers); a comma-separated list, default: both",
     )
     args = parser.parse_args(argv)
     try:
@@ -72,13 +77,14 @@ def main(argv: list[str] | None = None) -> int:
             ) from None
         if args.repeats < 1 or min(lengths) < 1:
             raise ValueError(f"--repeats={args.repeats} and --lengths={args.lengths} must be >= 1")
-        baselines = hf_baselines(STANDARD, STANDARD_LENGTH) if args.baselines else None
+        libraries = [name for name in args.baselines.split(",") if name]
+        peers = baselines(STANDARD, libraries)
     except (ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     results = {}
     for name, config, batch, seq_len, eval_lengths, others in (
-        ("standard", STANDARD, 64, 64, lengths, baselines),
+        ("standard", STANDARD, 64, 64, lengths, peers),
         ("ablation", ABLATION, 64, 24, [], None),
     ):
         results[name] = run_benchmark(
@@ -100,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows = [
             [
-                t["position"],
+                t["name"],
                 f"{t['tokens_per_s']:,.0f}",
                 f"{t['step_ms']:.1f}",
                 f"{t['mfu']:.1%}",
@@ -108,11 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for t in r["train"]
         ]
-        print(format_table(["scheme", "train tok/s", "step ms", "MFU", "vs none"], rows))
+        print(format_table(["model", "train tok/s", "step ms", "MFU", "vs none"], rows))
         if r["eval"]:
             rows = [
                 [
-                    e["position"],
+                    e["name"],
                     str(e["length"]),
                     str(e["batch"]),
                     f"{e['tokens_per_s']:,.0f}",
@@ -120,7 +126,17 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 for e in r["eval"]
             ]
-            print(format_table(["scheme", "length", "batch", "eval tok/s", "peak MiB"], rows))
+            print(format_table(["model", "length", "batch", "eval tok/s", "peak MiB"], rows))
+        pairs = ours_vs_theirs(r)
+        if pairs:
+            heads = ["scheme", "baseline", "train"] + [f"eval {n}" for n in eval_lengths]
+            rows = [
+                [p["position"], p["baseline"], f"{p['train']:.2f}"]
+                + [f"{p['eval'][n]:.2f}" for n in eval_lengths]
+                for p in pairs
+            ]
+            print("\nours / theirs (tokens/s, same run):")
+            print(format_table(heads, rows))
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"\nwrote {args.out}")
     return 0

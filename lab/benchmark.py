@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from lab.baselines import Baseline
 from lab.runtime import autocast, compute_dtype
 from model import ModelConfig, Transformer
 from model.position import available_schemes
@@ -33,9 +34,9 @@ from model.position import available_schemes
 
 @dataclass
 class TrainSpeed:
-    """Training throughput of one scheme: tokens/s, step time (ms) and MFU (0..1)."""
+    """Training throughput of one model: tokens/s, step time (ms) and MFU (0..1)."""
 
-    position: str
+    name: str
     tokens_per_s: float
     step_ms: float
     mfu: float
@@ -43,9 +44,10 @@ class TrainSpeed:
 
 @dataclass
 class EvalSpeed:
-    """Forward-only throughput and peak resident memory growth (MiB) at one length."""
+    """Forward-only throughput and peak resident memory growth (MiB) of one model at one
+    length."""
 
-    position: str
+    name: str
     length: int
     batch: int
     tokens_per_s: float
@@ -134,25 +136,32 @@ def training_speed(
 
 @torch.inference_mode()
 def eval_speed(
-    config: ModelConfig, length: int, batch_tokens: int, device: torch.device, repeats: int
+    config: ModelConfig,
+    length: int,
+    batch_tokens: int,
+    device: torch.device,
+    repeats: int,
+    model: torch.nn.Module | None = None,
+    name: str | None = None,
 ) -> EvalSpeed:
     """Forward throughput at ``length`` with ``batch_tokens // length`` rows, and memory growth.
 
-    Peak memory is how far the process's peak resident set rises above its size before these
-    forward passes (CPU; on Linux the peak is reset first through ``/proc/self/clear_refs``,
-    elsewhere the figure only counts growth past the process's earlier peak), or the growth of
-    ``torch.cuda.max_memory_allocated`` (CUDA). Linux reads its resident-set counters from
-    per-CPU caches, so the CPU figure is approximate by a few hundred KiB; growth below that
-    reads as 0, never as negative.
+    ``model`` defaults to this project's :class:`Transformer` for ``config`` (a baseline that
+    accepts ``length`` tokens can be passed instead). Peak memory is how far the process's peak
+    resident set rises above its size before these forward passes (CPU; on Linux the peak is
+    reset first through ``/proc/self/clear_refs``, elsewhere the figure only counts growth past
+    the process's earlier peak), or the growth of ``torch.cuda.max_memory_allocated`` (CUDA).
+    Linux reads its resident-set counters from per-CPU caches, so the CPU figure is approximate
+    by a few hundred KiB; growth below that reads as 0, never as negative.
     """
     torch.manual_seed(0)
-    model = Transformer(config).to(device).eval()
+    model = (model or Transformer(config)).to(device).eval()
     rows = max(1, batch_tokens // length)
     idx = torch.randint(0, config.vocab_size, (rows, length), device=device)
     before = reset_peak_memory(device)
     seconds = median_seconds(lambda: _sync(device, model(idx)), repeats=repeats, warmup=1)
     peak_mib = max(0, peak_memory(device) - before) / 2**20
-    return EvalSpeed(config.position, length, rows, rows * length / seconds, peak_mib)
+    return EvalSpeed(name or config.position, length, rows, rows * length / seconds, peak_mib)
 
 
 def run_benchmark(
@@ -163,28 +172,31 @@ def run_benchmark(
     batch_tokens: int,
     device: torch.device,
     repeats: int = 20,
-    baselines: dict[str, torch.nn.Module] | None = None,
+    baselines: list[Baseline] | None = None,
     precision: str = "auto",
 ) -> dict:
     """Training and evaluation figures for every registered scheme at ``config``'s size, and
-    training figures for ``baselines`` (name -> model of the same size) in the same run.
+    for ``baselines`` (peer models of the same size) in the same run.
 
     Training runs in ``precision`` (:func:`lab.runtime.autocast`); MFU is then measured
-    against the matrix-multiply peak of the autocast dtype.
+    against the matrix-multiply peak of that dtype. Every row of ``train`` and ``eval`` names
+    its ``position`` (our scheme, or the scheme a baseline matches, or None) and whether it is
+    a ``baseline``.
     """
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
+    baselines = baselines or []
     train = []
     for position in available_schemes():
         scheme_config = ModelConfig(**{**asdict(config), "position": position})
-        train.append(
-            training_speed(
-                scheme_config, batch, seq_len, device, peak, repeats, precision=precision
-            )
+        speed = training_speed(
+            scheme_config, batch, seq_len, device, peak, repeats, precision=precision
         )
-    for name, baseline in (baselines or {}).items():
-        train.append(
-            training_speed(config, batch, seq_len, device, peak, repeats, baseline, name, precision)
+        train.append({**asdict(speed), "position": position, "baseline": False})
+    for b in baselines:
+        speed = training_speed(
+            config, batch, seq_len, device, peak, repeats, b.build(seq_len), b.name, precision
         )
+        train.append({**asdict(speed), "position": b.position, "baseline": True})
     evals = []
     for length in eval_lengths:
         for position in available_schemes():
@@ -194,12 +206,16 @@ def run_benchmark(
                 rows = max(learned.get("max_positions", 0), length)
                 learned = {**learned, "max_positions": rows}
                 values["options"] = {**config.options, "learned": learned}
-            evals.append(
-                eval_speed(
-                    ModelConfig(**values), length, batch_tokens, device, max(3, repeats // 4)
-                )
+            speed = eval_speed(
+                ModelConfig(**values), length, batch_tokens, device, max(3, repeats // 4)
             )
-    nope = next(t.tokens_per_s for t in train if t.position == "none")
+            evals.append({**asdict(speed), "position": position, "baseline": False})
+        for b in baselines:
+            speed = eval_speed(
+                config, length, batch_tokens, device, max(3, repeats // 4), b.build(length), b.name
+            )
+            evals.append({**asdict(speed), "position": b.position, "baseline": True})
+    nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
     return {
         "device": str(device),
         "threads": torch.get_num_threads(),
@@ -210,9 +226,41 @@ def run_benchmark(
         "seq_len": seq_len,
         "precision": precision,
         "matmul_peak_gflops": peak / 1e9,
-        "train": [{**asdict(t), "vs_none": t.tokens_per_s / nope} for t in train],
-        "eval": [asdict(e) for e in evals],
+        "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
+        "eval": evals,
     }
+
+
+def ours_vs_theirs(result: dict) -> list[dict]:
+    """Per baseline with a matching scheme: our tokens/s over theirs, measured in the same run,
+    for training and for evaluation at each benchmarked length.
+
+    Returns:
+        ``[{"baseline": NAME, "position": SCHEME, "train": RATIO, "eval": {LENGTH: RATIO}}]``.
+    """
+    rows = []
+    for theirs in result["train"]:
+        if not theirs["baseline"] or theirs["position"] is None:
+            continue
+        ours = next(t for t in result["train"] if t["name"] == theirs["position"])
+        evals = {}
+        for e in result["eval"]:
+            if e["name"] == theirs["name"]:
+                mine = next(
+                    o
+                    for o in result["eval"]
+                    if o["name"] == e["position"] and o["length"] == e["length"]
+                )
+                evals[e["length"]] = mine["tokens_per_s"] / e["tokens_per_s"]
+        rows.append(
+            {
+                "baseline": theirs["name"],
+                "position": theirs["position"],
+                "train": ours["tokens_per_s"] / theirs["tokens_per_s"],
+                "eval": evals,
+            }
+        )
+    return rows
 
 
 def _sync(device: torch.device, value: object) -> object:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.benchmark import flops_per_token, matmul_params, run_benchmark
+from lab.baselines import XTRANSFORMERS_OPTIONS, baselines
+from lab.benchmark import flops_per_token, matmul_params, ours_vs_theirs, run_benchmark
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
@@ -35,10 +36,10 @@ def test_run_benchmark_reports_every_scheme():
         options={"learned": {"max_positions": 8}},
     )
     result = run_benchmark(tiny, 4, 8, [16], 64, torch.device("cpu"), repeats=2)
-    assert [t["position"] for t in result["train"]] == list(available_schemes())
+    assert [t["name"] for t in result["train"]] == list(available_schemes())
     assert all(t["tokens_per_s"] > 0 and t["mfu"] > 0 for t in result["train"])
-    assert next(t for t in result["train"] if t["position"] == "none")["vs_none"] == 1.0
-    evals = {e["position"]: e for e in result["eval"]}
+    assert next(t for t in result["train"] if t["name"] == "none")["vs_none"] == 1.0
+    evals = {e["name"]: e for e in result["eval"]}
     assert evals["learned"]["length"] == 16  # its table is grown to the benchmarked length
     assert all(e["batch"] == 4 for e in result["eval"])
 
@@ -59,3 +60,39 @@ def test_eval_memory_counts_the_score_matrix():
     batch, peak_mib = out.stdout.split()
     assert int(batch) == 1
     assert float(peak_mib) >= 60
+
+
+def test_x_transformers_baselines_match_our_size_and_scheme_names():
+    tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)
+    peers = baselines(tiny, ["x-transformers"])
+    assert [b.position for b in peers] == list(XTRANSFORMERS_OPTIONS)
+    assert set(XTRANSFORMERS_OPTIONS) <= set(available_schemes())
+    ours = matmul_params(Transformer(tiny))
+    idx = torch.randint(0, 16, (2, 24))
+    for b in peers:
+        model = b.build(24)
+        assert model(idx).shape == (2, 24, 16), b.name
+        # the same matrices, less the tied output projection, which theirs is not a Linear for
+        assert matmul_params(model) == ours - 16 * 32, b.name
+
+
+@pytest.mark.slow
+def test_ours_vs_theirs_pairs_each_baseline_with_its_scheme():
+    tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64)
+    peers = [b for b in baselines(tiny, ["x-transformers"]) if b.position in ("none", "alibi")]
+    result = run_benchmark(tiny, 4, 8, [16, 32], 64, torch.device("cpu"), 2, peers)
+    pairs = ours_vs_theirs(result)
+    assert [(p["baseline"], p["position"]) for p in pairs] == [
+        ("x-transformers none", "none"),
+        ("x-transformers alibi", "alibi"),
+    ]
+    for p in pairs:
+        theirs = next(t for t in result["train"] if t["name"] == p["baseline"])
+        ours = next(t for t in result["train"] if t["name"] == p["position"])
+        assert p["train"] == ours["tokens_per_s"] / theirs["tokens_per_s"]
+        assert sorted(p["eval"]) == [16, 32] and all(r > 0 for r in p["eval"].values())
+
+
+def test_an_unknown_baseline_library_is_one_line():
+    with pytest.raises(ValueError, match="--baselines 'keras' is unknown; use hf, x-transformers"):
+        baselines(ModelConfig(vocab_size=16), ["keras"])
