@@ -185,6 +185,9 @@ def run_benchmark(
     """
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
     baselines = baselines or []
+    # a discarded first measurement warms the process (allocator, thread pool), which would
+    # otherwise slow whichever model comes first
+    training_speed(config, batch, seq_len, device, peak, repeats, precision=precision)
     train = []
     for position in available_schemes():
         scheme_config = ModelConfig(**{**asdict(config), "position": position})

@@ -328,7 +328,7 @@ def run_loop(
                 t.grad_clip,
                 device,
                 run.step,
-                config.precision,
+                precision=config.precision,
             )
             (loss_value,) = group.mean([loss_value])  # mean over the global batch
             run.step += 1

@@ -234,8 +234,8 @@ def test_a_second_ctrl_c_inside_a_step_keeps_the_last_checkpoint(
 ) -> None:
     real = lab.trainer.train_step
 
-    def step_then_ctrl_c_twice(*args):
-        out = real(*args)  # the weights of step 8 are updated; the counter is not yet
+    def step_then_ctrl_c_twice(*args, **kwargs):
+        out = real(*args, **kwargs)  # the weights of step 8 are updated; the counter is not yet
         if args[-1] == 7:
             sigint_twice()
         return out
@@ -452,8 +452,8 @@ def test_non_finite_weights_are_never_saved(
 ) -> None:
     real = lab.trainer.train_step
 
-    def step_then_poison(model, *args):
-        out = real(model, *args)
+    def step_then_poison(model, *args, **kwargs):
+        out = real(model, *args, **kwargs)
         if args[-1] == 4:  # the 5th update went wrong; its checkpoint is due next
             with torch.no_grad():
                 next(model.parameters())[0, 0] = math.nan
