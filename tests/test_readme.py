@@ -1,10 +1,12 @@
 """The README's results section is generated from the committed docs/ results, and they agree."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from lab import readme
+from lab.bench_report import peer_table, scheme_table
 from lab.readme import BEGIN, END, README, render
 
 
@@ -48,3 +50,11 @@ def test_readme_version_2_table_is_the_committed_reports() -> None:
     assert len(rows) == 12  # header, rule, ten runs
     start = report.index(rows[0])
     assert report[start : start + len(rows)] == rows
+
+
+def test_readme_benchmark_tables_match_the_committed_json() -> None:
+    results = json.loads((README.parent / "docs" / "bench_cpu.json").read_text())
+    text = README.read_text()
+    stale = "README.md's benchmark is stale: paste python -m lab.bench_report docs/bench_cpu.json"
+    assert scheme_table(results) in text, stale
+    assert peer_table(results) in text, stale
