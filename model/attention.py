@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.mask import add_layer_bias, block_mask, reverse
+from model.mask import add_layer_bias, block_mask, reverse, window_mask
 from model.position.base import PositionScheme
 
 
@@ -112,7 +112,10 @@ class SelfAttention(nn.Module):
         if context.blocks is None:
             mask = context.layer_mask(q, scores.bias)
             is_causal = context.is_causal and mask is None
-            y = self.attend(scores.q, scores.k, v, mask, is_causal, scale)  # (B, H, T, Dh)
+            if scores.logits is not None:
+                y = self.attend_logits(scores.logits, v, mask, is_causal)
+            else:
+                y = self.attend(scores.q, scores.k, v, mask, is_causal, scale)  # (B, H, T, Dh)
             return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
         k, v = scores.k, v
         if context.keys_reversed:
@@ -146,3 +149,16 @@ class SelfAttention(nn.Module):
             is_causal=is_causal,
             scale=scale,
         )
+
+    def attend_logits(
+        self, logits: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool
+    ) -> Tensor:
+        """``softmax(logits + mask) v`` from a scheme's scores ``(B, H, T, T)`` (the causal mask
+        built here when ``is_causal``), as SDPA's math path computes it less one matmul:
+        ``(B, H, T, Dh)``."""
+        if is_causal:
+            t = logits.shape[-1]
+            mask = window_mask(t, True, None, None, logits.device, logits.dtype)  # (T, T)
+        scores = logits if mask is None else logits + mask
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        return weights.to(v.dtype) @ v

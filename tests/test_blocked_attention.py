@@ -10,8 +10,8 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from model.attention import SelfAttention
 from model.mask import blocked, query_blocks, toeplitz_mask
 from model.position import available_schemes, scheme_class
 
@@ -45,15 +45,19 @@ def test_blocked_path_equals_attending_at_once(
     positions = torch.arange(T) + 3 if explicit else None
     whole, whole_grads = logits_and_grads(model, idx, positions, prefix)
 
-    calls, sdpa = [], F.scaled_dot_product_attention
+    calls = []
 
-    def counted(*args, **kwargs):
-        calls.append(args[0].shape[-2])  # queries of the call
-        return sdpa(*args, **kwargs)
+    def counted(method):
+        def call(self, first, *args):  # queries (B, H, Tq, Dh) or logits (B, H, Tq, Tk)
+            calls.append(first.shape[-2])
+            return method(self, first, *args)
+
+        return call
 
     monkeypatch.setattr("model.transformer.BLOCK_ROWS", ROWS)
     monkeypatch.setattr("model.transformer.BLOCK_PAIRS", PAIRS)
-    monkeypatch.setattr("model.attention.F.scaled_dot_product_attention", counted)
+    for name in ("attend", "attend_logits"):
+        monkeypatch.setattr(SelfAttention, name, counted(getattr(SelfAttention, name)))
     got, grads = logits_and_grads(model, idx, positions, prefix)
 
     masked = prefix is not None or model.position.score_bias(None, T) is not None

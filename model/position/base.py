@@ -57,12 +57,17 @@ class Scores:
         q, k: queries and keys ``(B, H, T, Dh)``, rotated or left as they came.
         bias: per-layer additive score bias, float ``(1 or B, H, T, T)``, finite (no mask), or None.
         scale: multiplier of the usual ``1/sqrt(Dh)`` score scale (a Python float), or None.
+        logits: the scores ``scale * q k^T / sqrt(Dh)`` ``(B, H, T, T)`` where the scheme
+            computed them anyway (CoPE's gates), or None. Attention then takes
+            ``softmax(logits + bias + mask) v`` instead of multiplying q and k again; it may
+            also ignore them (the blocked path does), so they must equal that product.
     """
 
     q: Tensor
     k: Tensor
     bias: Tensor | None = None
     scale: float | None = None
+    logits: Tensor | None = None
 
 
 class PositionScheme(nn.Module):
