@@ -17,8 +17,10 @@ A scheme overrides the hooks it needs; the others return ``None`` (or q/k untouc
 options are a frozen dataclass, ``Options``, validated when the config is built and saved with
 every run (``model.options.NAME``); ``evaluable`` names the options that may change at
 evaluation time without retraining. Class attributes state the properties the registry-wide
-tests check: ``relative`` (logits invariant to shifting every position), ``learnable`` (has
-parameters that training must change), ``bidirectional`` (supports ``causal=False``).
+tests check: ``relative`` (logits invariant to shifting every position; a relative score bias
+is then a function of ``i - j`` alone, which :func:`model.mask.toeplitz_mask` relies on),
+``learnable`` (has parameters that training must change), ``bidirectional`` (supports
+``causal=False``).
 
 Shape notation: ``B`` batch, ``T`` sequence length, ``D`` model width, ``H`` heads,
 ``Dh`` head width. ``positions`` is ``None`` (meaning ``arange(T)``) or a LongTensor of shape
