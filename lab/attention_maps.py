@@ -3,8 +3,8 @@
 The fused attention kernel returns no probabilities, so a forward hook on each attention
 module takes its input ``x`` and the forward pass's :class:`model.attention.AttentionContext`,
 and recomputes ``softmax(s * q k^T / sqrt(Dh) + mask + bias)`` from the module's ``qkv``
-projection, the scheme's ``layer`` hook and :func:`model.mask.add_layer_bias`, the same calls
-the module makes.
+projection, the scheme's ``layer`` hook and the context's
+:meth:`model.attention.AttentionContext.layer_mask`, the same calls the module makes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import torch
 from torch import Tensor
 
 from model import Transformer
-from model.mask import add_layer_bias
 
 
 @torch.no_grad()
@@ -37,9 +36,7 @@ def attention_maps(model: Transformer, idx: Tensor, prefix_len: int | None = Non
         qkv = module.qkv(x).view(b, t, 3, module.n_heads, d // module.n_heads)
         q, k, _ = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
         scores = context.position.layer(module.index, q, k, context.state)
-        mask = add_layer_bias(
-            context.attn_mask, scores.bias, context.causal, context.prefix_len, torch.float32
-        )
+        mask = context.layer_mask(q, scores.bias)  # whole, also where the model uses blocks
         if mask is None and context.is_causal:
             mask = torch.full((t, t), float("-inf")).triu(1)  # (T, T)
         scale = (1.0 if scores.scale is None else scores.scale) * q.shape[-1] ** -0.5

@@ -8,7 +8,14 @@ from torch import Tensor, nn
 
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
-from model.mask import MaskCache, attention_mask
+from model.mask import (
+    BLOCK_PAIRS,
+    BLOCK_ROWS,
+    MaskCache,
+    attention_mask,
+    query_blocks,
+    toeplitz_mask,
+)
 from model.position import build_position
 from model.position.base import check_positions
 
@@ -119,21 +126,47 @@ class Transformer(nn.Module):
         added = self.position.embedding(positions, t)
         if added is not None:
             x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
-        dtype = attention_dtype(x)
-        mask = self._mask(positions, t, prefix, x.device, dtype)
-        context = AttentionContext(
-            position=self.position,
-            state=self.position.prepare(positions, t),
-            attn_mask=mask,
-            is_causal=causal and mask is None,
-            causal=causal,
-            prefix_len=prefix,
-            dtype=dtype,
-        )
+        context = self._context(positions, t, prefix, x.device, attention_dtype(x))
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, context)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
+
+    def _context(
+        self,
+        positions: Tensor | None,
+        t: int,
+        prefix: int | None,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> AttentionContext:
+        """The attention context of one forward pass, and with it the path (see
+        :mod:`model.mask`): a sequence longer than ``BLOCK_ROWS`` whose mask would be a tensor
+        (a shared bias, or a prefix LM) is attended block by block, with a Toeplitz view for a
+        relative bias at default positions; any other one at once, with its whole mask."""
+        scheme, causal = self.position, self.config.causal
+        common = dict(
+            position=scheme,
+            state=scheme.prepare(positions, t),
+            causal=causal,
+            prefix_len=prefix,
+            dtype=dtype,
+            positions=positions,
+        )
+        empty = slice(0, 0)  # asks whether the scheme has a shared bias, at no cost
+        long = t > BLOCK_ROWS
+        if not long or (prefix is None and scheme.score_bias(positions, t, empty, empty) is None):
+            mask = self._mask(positions, t, prefix, device, dtype)
+            return AttentionContext(attn_mask=mask, is_causal=causal and mask is None, **common)
+        if scheme.relative and positions is None and prefix is None:
+            mask = toeplitz_mask(scheme, t, causal, dtype)
+            blocks = query_blocks(t, causal, prefix, BLOCK_ROWS)
+            return AttentionContext(
+                attn_mask=mask, is_causal=False, blocks=blocks, keys_reversed=True, **common
+            )
+        rows = max(1, min(BLOCK_ROWS, BLOCK_PAIRS // t))
+        blocks = query_blocks(t, causal, prefix, rows)
+        return AttentionContext(attn_mask=None, is_causal=False, blocks=blocks, **common)
 
     def _mask(
         self,
@@ -166,11 +199,13 @@ class Transformer(nn.Module):
 
     def reserve(self, n_positions: int) -> None:
         """Grow the position scheme's cached tables, and a fixed bias's cached mask (for this
-        model's dtype and device), to ``n_positions`` outside any forward pass: call it before
+        model's dtype and device; only up to the longest length without blocks, as longer ones
+        build masks block by block), to ``n_positions`` outside any forward pass: call it before
         ``torch.compile`` so the compiled graph never rebuilds a table."""
         self.position.reserve(n_positions)
         weight = self.token_embedding.weight
-        self._mask(None, n_positions, None, weight.device, weight.dtype)
+        unblocked = min(n_positions, BLOCK_ROWS)
+        self._mask(None, unblocked, None, weight.device, weight.dtype)
 
     def check_inputs(self, idx: Tensor, positions: Tensor | None = None) -> None:
         """Check values that ``forward`` does not read: call where inputs are made.

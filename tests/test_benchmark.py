@@ -45,13 +45,14 @@ def test_run_benchmark_reports_every_scheme():
 
 
 def test_eval_memory_counts_the_score_matrix():
-    # ALiBi materialises a (1, 4, 2048, 2048) fp32 bias: 64 MiB, past glibc's largest mmap
-    # threshold (32 MiB), so it is mapped on allocation and must show in the peak. A fresh
+    # CoPE materialises (1, 4, 2048, 2048) fp32 scores for its gates: 64 MiB, past glibc's
+    # largest mmap threshold (32 MiB), so they are mapped on allocation and must show in the
+    # peak (ALiBi's bias no longer is: long sequences build it block by block). A fresh
     # process, so that the peak is this measurement's even where it cannot be reset.
     code = (
         "import torch; from lab.benchmark import eval_speed; from model import ModelConfig; "
         "c = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64, "
-        "position='alibi'); s = eval_speed(c, 2048, 2048, torch.device('cpu'), 1); "
+        "position='cope'); s = eval_speed(c, 2048, 2048, torch.device('cpu'), 1); "
         "print(s.batch, s.peak_mib)"
     )
     out = subprocess.run(

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from model import ModelConfig, Transformer
+from model.attention import AttentionContext
 from model.position import available_schemes
 from model.position.cope import cope_bias, cope_positions
 from model.position.kerple import kerple_log_bias
@@ -223,6 +224,48 @@ def test_cope_layer_bias_equals_the_formula(make_model):
     e = scheme.embeddings[1]
     expected = (q[0, h, i] @ e[:, hi]) * (p - lo) + (q[0, h, i] @ e[:, lo]) * (1 - (p - lo))
     assert bias[0, h, i, j].item() == pytest.approx(expected.item(), abs=1e-5)
+
+
+def textbook_cope_attention(attention, e, x):
+    """One CoPE attention layer written out (the paper's listing): gates, positions counted
+    back from each query, capped at ``P - 1``, ``q . e`` interpolated, causal softmax."""
+    b, t, _ = x.shape
+    q, k, v = attention.qkv(x).view(b, t, 3, 4, 8).permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
+    logits = q @ k.transpose(-1, -2) / math.sqrt(8)  # (B, H, T, T)
+    gates = torch.sigmoid(logits).tril()  # keys after the query count nothing
+    p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=e.shape[-1] - 1)  # sum_{t=j..i} g_it
+    low = p.floor().long()
+    high = (low + 1).clamp(max=e.shape[-1] - 1)
+    at = q @ e  # (B, H, T, P)
+    w = p - low
+    bias = (1 - w) * at.gather(-1, low) + w * at.gather(-1, high)
+    scores = (logits + bias).masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), -math.inf)
+    y = scores.softmax(-1) @ v  # (B, H, T, Dh)
+    return attention.out(y.transpose(1, 2).reshape(b, t, 32))
+
+
+def test_cope_attention_and_gradients_equal_the_textbook_layer(make_model):
+    """The attention takes CoPE's own logits (no second ``q k^T``): same output and gradients
+    as the paper's layer, with contextual positions past the cap (``npos_max`` 4, 9 tokens)."""
+    model = make_model("cope", strong=True, options={"cope": {"npos_max": 4}}).train()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.position.embeddings[1].normal_()
+    attention, e = model.blocks[1].attn, model.position.embeddings[1]
+    context = AttentionContext(model.position, None, None, True, True, None, torch.float32)
+    x = torch.randn(2, 9, 32, requires_grad=True)
+    weights = torch.randn(2, 9, 32)
+    outputs, grads = [], []
+    for layer in (lambda: attention(x, context), lambda: textbook_cope_attention(attention, e, x)):
+        out = layer()
+        e.grad, x.grad = None, None
+        (out * weights).sum().backward()
+        outputs.append(out.detach())
+        grads.append((e.grad, x.grad))
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+    assert grads[0][0].abs().max() > 0
+    for got, expected in zip(grads[0], grads[1], strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, register, relative_distance
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -35,7 +35,13 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(slopes: Tensor, positions: Tensor | None, seq_len: int) -> Tensor:
+def alibi_bias(
+    slopes: Tensor,
+    positions: Tensor | None,
+    seq_len: int,
+    queries: slice = ALL,
+    keys: slice = ALL,
+) -> Tensor:
     """Additive score bias ``-m_h * |i - j|`` for query position ``i`` and key position ``j``.
 
     Causal models only ever see ``j <= i``, where this is Press et al.'s ``-m_h * (i - j)``;
@@ -45,12 +51,13 @@ def alibi_bias(slopes: Tensor, positions: Tensor | None, seq_len: int) -> Tensor
         slopes: float32 ``(H,)``.
         positions: None (``arange(T)``), integer ``(T,)`` or ``(B, T)``.
         seq_len: ``T``.
+        queries, keys: the window, as in :meth:`PositionScheme.score_bias`.
 
     Returns:
-        float32 ``(1, H, T, T)`` or ``(B, H, T, T)``.
+        float32 ``(1, H, Tq, Tk)`` or ``(B, H, Tq, Tk)``.
     """
-    distance = relative_distance(positions, seq_len, slopes.device).abs()  # (1 or B, T, T)
-    return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, T, T)
+    distance = relative_distance(positions, seq_len, slopes.device, queries, keys).abs()
+    return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, Tq, Tk)
 
 
 @register("alibi")
@@ -68,6 +75,8 @@ class ALiBiPosition(PositionScheme):
         super().__init__(config, options)
         self.register_buffer("alibi_slopes", alibi_slopes(config.n_heads), persistent=False)
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor:
-        """Float32 ``(1 or B, H, T, T)``."""
-        return alibi_bias(self.alibi_slopes, positions, seq_len)
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor:
+        """Float32 ``(1 or B, H, Tq, Tk)``."""
+        return alibi_bias(self.alibi_slopes, positions, seq_len, queries, keys)

@@ -6,9 +6,10 @@ A scheme is an ``nn.Module`` with up to four hooks, called by :class:`model.Tran
    evaluation); ``None`` means ``arange(T)``, the fast cached path;
 2. ``embedding``: a vector added to the token embeddings before the first block
    (learned absolute, sinusoidal);
-3. ``score_bias``: an additive bias on the attention scores shared by every layer, computed once
-   per forward pass (ALiBi, T5, Kerple, FIRE); pure: the causal or prefix-LM mask is added by
-   :mod:`model.mask`, never by a scheme;
+3. ``score_bias``: an additive bias on the attention scores shared by every layer (ALiBi, T5,
+   Kerple, FIRE), for every (query, key) pair or for a window of queries against a window of
+   keys (long sequences build it block by block, see :func:`model.mask.query_blocks`); pure:
+   the causal or prefix-LM mask is added by :mod:`model.mask`, never by a scheme;
 4. ``layer``: per layer, with that layer's queries and keys: rotated q/k (RoPE, xPos), a
    per-layer bias (T5 per layer, CoPE) and optionally a score scale (:class:`Scores`).
 
@@ -16,8 +17,10 @@ A scheme overrides the hooks it needs; the others return ``None`` (or q/k untouc
 options are a frozen dataclass, ``Options``, validated when the config is built and saved with
 every run (``model.options.NAME``); ``evaluable`` names the options that may change at
 evaluation time without retraining. Class attributes state the properties the registry-wide
-tests check: ``relative`` (logits invariant to shifting every position), ``learnable`` (has
-parameters that training must change), ``bidirectional`` (supports ``causal=False``).
+tests check: ``relative`` (logits invariant to shifting every position; a relative score bias
+is then a function of ``i - j`` alone, which :func:`model.mask.toeplitz_mask` relies on),
+``learnable`` (has parameters that training must change), ``bidirectional`` (supports
+``causal=False``).
 
 Shape notation: ``B`` batch, ``T`` sequence length, ``D`` model width, ``H`` heads,
 ``Dh`` head width. ``positions`` is ``None`` (meaning ``arange(T)``) or a LongTensor of shape
@@ -39,6 +42,9 @@ if TYPE_CHECKING:
 
 _SCHEMES: dict[str, type[PositionScheme]] = {}
 
+ALL = slice(None)
+"""Every position: the default window of :meth:`PositionScheme.score_bias`."""
+
 
 @dataclass(frozen=True)
 class NoOptions:
@@ -53,12 +59,17 @@ class Scores:
         q, k: queries and keys ``(B, H, T, Dh)``, rotated or left as they came.
         bias: per-layer additive score bias, float ``(1 or B, H, T, T)``, finite (no mask), or None.
         scale: multiplier of the usual ``1/sqrt(Dh)`` score scale (a Python float), or None.
+        logits: the scores ``scale * q k^T / sqrt(Dh)`` ``(B, H, T, T)`` where the scheme
+            computed them anyway (CoPE's gates), or None. Attention then takes
+            ``softmax(logits + bias + mask) v`` instead of multiplying q and k again; it may
+            also ignore them (the blocked path does), so they must equal that product.
     """
 
     q: Tensor
     k: Tensor
     bias: Tensor | None = None
     scale: float | None = None
+    logits: Tensor | None = None
 
 
 class PositionScheme(nn.Module):
@@ -114,10 +125,15 @@ class PositionScheme(nn.Module):
         """Vector added to the token embeddings: float32 ``(1, T, D)`` or ``(B, T, D)``, or None."""
         return None
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
-        """Additive score bias shared by every layer, float32 ``(1 or B, H, T, T)``, or None.
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor | None:
+        """Additive score bias shared by every layer, float32 ``(1 or B, H, Tq, Tk)``, or None.
 
-        Finite everywhere: masking is :mod:`model.mask`'s job.
+        ``queries`` and ``keys`` (slices of ``range(T)`` with step 1) select the window of query
+        rows and key columns; the window's bias equals that part of the whole ``(T, T)`` bias.
+        Whether the result is None must not depend on the window. Finite everywhere: masking
+        is :mod:`model.mask`'s job.
         """
         return None
 
@@ -206,17 +222,24 @@ def outside_autograd() -> contextlib.ExitStack:
     return stack
 
 
-def relative_distance(positions: Tensor | None, seq_len: int, device: torch.device) -> Tensor:
-    """Query minus key position ``i - j``: float32 ``(1, T, T)`` or ``(B, T, T)``.
+def relative_distance(
+    positions: Tensor | None,
+    seq_len: int,
+    device: torch.device,
+    queries: slice = ALL,
+    keys: slice = ALL,
+) -> Tensor:
+    """Query minus key position ``i - j``: float32 ``(1, Tq, Tk)`` or ``(B, Tq, Tk)``.
 
     Args:
         positions: None (``arange(T)``), integer ``(T,)`` or ``(B, T)``.
         seq_len: ``T``.
         device: where to build it.
+        queries, keys: the window, as in :meth:`PositionScheme.score_bias`.
     """
     pos = torch.arange(seq_len, device=device) if positions is None else positions.to(device)
     pos = pos.float()
-    distance = pos.unsqueeze(-1) - pos.unsqueeze(-2)  # (..., T, T): i - j
+    distance = pos[..., queries].unsqueeze(-1) - pos[..., keys].unsqueeze(-2)  # (..., Tq, Tk)
     return distance if distance.dim() == 3 else distance.unsqueeze(0)  # (1 or B, T, T)
 
 

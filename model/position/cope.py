@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
@@ -42,7 +43,8 @@ def cope_positions(logits: Tensor) -> Tensor:
 
 
 def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
-    """``q_i . e[p_ij]`` with ``e`` linearly interpolated at fractional ``p``.
+    """``q_i . e[p_ij]`` with ``e`` linearly interpolated at fractional ``p``:
+    ``s[floor p] + frac(p) (s[floor p + 1] - s[floor p])`` with ``s[n] = q_i . e[n]``.
 
     Args:
         q: ``(B, H, T, Dh)`` queries.
@@ -53,11 +55,10 @@ def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
         float32 ``(B, H, T, T)``.
     """
     at_integers = q.float() @ embeddings  # (B, H, T, P): q_i . e[p] for every integer p
+    steps = F.pad(at_integers.diff(dim=-1), (0, 1))  # s[p + 1] - s[p]; 0 at P - 1 (frac is 0)
     below = positions.long()  # floor, as positions >= 0
-    above = (below + 1).clamp(max=embeddings.shape[-1] - 1)  # ceil where it matters (weight > 0)
     low = at_integers.gather(-1, below)  # (B, H, T, T)
-    high = at_integers.gather(-1, above)
-    return torch.lerp(low, high, positions.frac())  # low + (p - floor p) (high - low), p >= 0
+    return torch.addcmul(low, positions.frac(), steps.gather(-1, below))
 
 
 @dataclass(frozen=True)
@@ -97,4 +98,5 @@ class CopePosition(PositionScheme):
         the key is not after the query; the causal mask hides the rest)."""
         logits = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)  # (B, H, T, T)
         positions = cope_positions(logits).clamp(0, self.options.npos_max - 1)
-        return Scores(q, k, bias=cope_bias(q, self.embeddings[index], positions))
+        bias = cope_bias(q, self.embeddings[index], positions)
+        return Scores(q, k, bias=bias, logits=logits)  # attention reuses the logits

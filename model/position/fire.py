@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, register, relative_distance
 
 
 @dataclass(frozen=True)
@@ -68,15 +68,17 @@ class FirePosition(PositionScheme):
             if isinstance(module, nn.Linear):
                 module.reset_parameters()
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor:
-        """Float32 ``(1 or B, H, T, T)``; gradients reach the MLP, ``c`` and ``L``."""
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor:
+        """Float32 ``(1 or B, H, Tq, Tk)``; gradients reach the MLP, ``c`` and ``L``."""
         device = self.c.device
         pos = torch.arange(seq_len, device=device) if positions is None else positions.to(device)
         pos = pos.float() if pos.dim() == 2 else pos.float().unsqueeze(0)  # (1 or B, T)
-        distance = relative_distance(positions, seq_len, device).abs()  # (1 or B, T, T)
+        distance = relative_distance(positions, seq_len, device, queries, keys).abs()
         threshold = (self.L_multiplier * self.options.init_L).abs()
-        normaliser = torch.maximum(pos, threshold).unsqueeze(-1)  # (1 or B, T, 1): per query
-        numerator = torch.log(torch.abs(self.c * distance) + 1)
+        normaliser = torch.maximum(pos[:, queries], threshold).unsqueeze(-1)  # (1|B, Tq, 1)
+        numerator = torch.log(torch.abs(self.c * distance) + 1)  # (1 or B, Tq, Tk)
         denominator = torch.log(torch.abs(self.c * normaliser) + 1) + self.options.eps
-        bias = self.mlp((numerator / denominator).unsqueeze(-1))  # (1 or B, T, T, H)
-        return bias.permute(0, 3, 1, 2)  # (1 or B, H, T, T)
+        bias = self.mlp((numerator / denominator).unsqueeze(-1))  # (1 or B, Tq, Tk, H)
+        return bias.permute(0, 3, 1, 2)  # (1 or B, H, Tq, Tk)

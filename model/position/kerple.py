@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, register, relative_distance
 
 
 def kerple_log_bias(r1: Tensor, r2: Tensor, distance: Tensor) -> Tensor:
@@ -24,12 +24,12 @@ def kerple_log_bias(r1: Tensor, r2: Tensor, distance: Tensor) -> Tensor:
 
     Args:
         r1, r2: float32 ``(H,)``, positive.
-        distance: float32 ``(1 or B, T, T)`` query minus key position.
+        distance: float32 ``(1 or B, Tq, Tk)`` query minus key position.
 
     Returns:
-        float32 ``(1 or B, H, T, T)``.
+        float32 ``(1 or B, H, Tq, Tk)``.
     """
-    d = distance.abs().unsqueeze(1)  # (1 or B, 1, T, T)
+    d = distance.abs().unsqueeze(1)  # (1 or B, 1, Tq, Tk)
     return -r1.view(1, -1, 1, 1) * torch.log1p(r2.view(1, -1, 1, 1) * d)
 
 
@@ -61,8 +61,11 @@ class KerpleLog(PositionScheme):
         self.r1 = nn.Parameter(torch.rand(config.n_heads) * 2)
         self.r2 = nn.Parameter(torch.rand(config.n_heads))
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor:
-        """Float32 ``(1 or B, H, T, T)``."""
-        distance = relative_distance(positions, seq_len, self.r1.device)  # (1 or B, T, T)
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor:
+        """Float32 ``(1 or B, H, Tq, Tk)``."""
+        device = self.r1.device
+        distance = relative_distance(positions, seq_len, device, queries, keys)  # (1|B, Tq, Tk)
         eps = self.options.eps
         return kerple_log_bias(self.r1.clamp(min=eps), self.r2.clamp(min=eps), distance)

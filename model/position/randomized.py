@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from model.position.base import PositionScheme, Scores
+from model.position.base import ALL, PositionScheme, Scores
 
 
 def random_sorted_positions(
@@ -70,9 +70,11 @@ class RandomizedPositions(PositionScheme):
         """The inner scheme's embedding."""
         return self.inner.embedding(positions, seq_len)
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor | None:
         """The inner scheme's shared bias."""
-        return self.inner.score_bias(positions, seq_len)
+        return self.inner.score_bias(positions, seq_len, queries, keys)
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> object:
         """The inner scheme's per-forward state."""

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, Scores, register
+from model.position.base import ALL, PositionScheme, Scores, register
 
 
 def relative_position_bucket(
@@ -98,11 +98,14 @@ class T5Bias(PositionScheme):
             nn.Embedding(options.num_buckets, config.n_heads) for _ in range(tables)
         )
 
-    def buckets(self, positions: Tensor | None, seq_len: int) -> Tensor:
-        """Bucket of every (query, key) pair: int64 ``(1, T, T)`` or ``(B, T, T)``."""
+    def buckets(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor:
+        """Bucket of every (query, key) pair of the window (see
+        :meth:`PositionScheme.score_bias`): int64 ``(1, Tq, Tk)`` or ``(B, Tq, Tk)``."""
         device = self.tables[0].weight.device
         pos = torch.arange(seq_len, device=device) if positions is None else positions
-        offset = pos.unsqueeze(-2) - pos.unsqueeze(-1)  # (..., T, T): key - query
+        offset = pos[..., keys].unsqueeze(-2) - pos[..., queries].unsqueeze(-1)  # key - query
         offset = offset if offset.dim() == 3 else offset.unsqueeze(0)
         o = self.options
         return relative_position_bucket(
@@ -110,14 +113,16 @@ class T5Bias(PositionScheme):
         )
 
     def bias(self, table: nn.Embedding, buckets: Tensor) -> Tensor:
-        """Float32 ``(1 or B, H, T, T)`` bias of ``table`` at ``buckets``."""
-        return table(buckets).permute(0, 3, 1, 2)  # (1 or B, T, T, H) -> (1 or B, H, T, T)
+        """Float32 ``(1 or B, H, Tq, Tk)`` bias of ``table`` at ``buckets`` ``(1 or B, Tq, Tk)``."""
+        return table(buckets).permute(0, 3, 1, 2)  # (1 or B, Tq, Tk, H) -> (1 or B, H, Tq, Tk)
 
-    def score_bias(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
+    def score_bias(
+        self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
+    ) -> Tensor | None:
         """The shared table's bias (None with ``per_layer``)."""
         if self.options.per_layer:
             return None
-        return self.bias(self.tables[0], self.buckets(positions, seq_len))
+        return self.bias(self.tables[0], self.buckets(positions, seq_len, queries, keys))
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
         """Buckets for the per-layer tables (None when shared)."""

@@ -1,0 +1,107 @@
+"""The blocked path (long sequences with a mask, :mod:`model.mask`) equals attending at once.
+
+Block sizes are patched small so that a 37-token sequence takes several blocks of uneven
+length; every registered scheme runs causal, bidirectional and as a prefix LM, at default
+positions (a relative bias then takes the Toeplitz view) and at explicit ones (masks built
+per window), and the logits and every parameter's gradient match the unblocked path.
+"""
+
+import math
+
+import pytest
+import torch
+
+from model.attention import SelfAttention
+from model.mask import blocked, query_blocks, toeplitz_mask
+from model.position import available_schemes, scheme_class
+
+T, ROWS, PAIRS = 37, 5, 80  # blocks of 5 queries (Toeplitz view) or 80 // 37 = 2 (per window)
+
+CASES = [
+    (scheme, causal, prefix)
+    for scheme in available_schemes()
+    for causal in (True, False)
+    if causal or scheme_class(scheme).bidirectional
+    for prefix in ((None,) if causal else (None, 6))
+]
+
+
+def logits_and_grads(model, idx, positions, prefix):
+    """Logits of one forward pass and the gradient of a fixed weighted sum of them."""
+    model.zero_grad(set_to_none=True)
+    logits = model(idx, positions=positions, prefix_len=prefix)
+    weights = torch.randn(logits.shape, generator=torch.Generator().manual_seed(1))
+    (logits * weights).sum().backward()
+    return logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize(("scheme", "causal", "prefix"), CASES)
+@pytest.mark.parametrize("explicit", [False, True])
+def test_blocked_path_equals_attending_at_once(
+    scheme, causal, prefix, explicit, make_model, monkeypatch
+):
+    model = make_model(scheme, causal=causal, strong=True)
+    idx = torch.randint(0, 16, (2, T), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(T) + 3 if explicit else None
+    whole, whole_grads = logits_and_grads(model, idx, positions, prefix)
+
+    calls = []
+
+    def counted(method):
+        def call(self, first, *args):  # queries (B, H, Tq, Dh) or logits (B, H, Tq, Tk)
+            calls.append(first.shape[-2])
+            return method(self, first, *args)
+
+        return call
+
+    monkeypatch.setattr("model.transformer.BLOCK_ROWS", ROWS)
+    monkeypatch.setattr("model.transformer.BLOCK_PAIRS", PAIRS)
+    for name in ("attend", "attend_logits"):
+        monkeypatch.setattr(SelfAttention, name, counted(getattr(SelfAttention, name)))
+    got, grads = logits_and_grads(model, idx, positions, prefix)
+
+    masked = prefix is not None or model.position.score_bias(None, T) is not None
+    rows = ROWS if model.position.relative and not explicit and prefix is None else 2
+    expected = [rows] * (T // rows) + [T % rows] if masked else [T]
+    assert calls == expected * model.config.n_layers
+    torch.testing.assert_close(got, whole, rtol=0, atol=1e-5)
+    assert grads.keys() == whole_grads.keys()
+    for name, grad in grads.items():  # float32 sums in another order: relative to the scale
+        scale = max(whole_grads[name].abs().max().item(), 1.0)  # some are 0 but for rounding
+        assert (grad - whole_grads[name]).abs().max() <= 1e-5 * scale, (name, scale)
+
+
+@pytest.mark.parametrize(("scheme", "causal"), [("t5", False), ("t5", True), ("alibi", True)])
+def test_toeplitz_mask_is_the_masked_bias_with_keys_reversed(scheme, causal, make_model):
+    position = make_model(scheme, causal=causal, strong=True).position
+    with torch.no_grad():
+        bias = position.score_bias(None, 9)  # (1, H, 9, 9); T5 bidirectional is not symmetric
+        mask = toeplitz_mask(position, 9, causal, torch.float32)
+    if causal:
+        bias = bias.masked_fill(blocked(9, True, None, torch.device("cpu")), -math.inf)
+    assert mask.shape == (1, 4, 9, 9) and mask.untyped_storage().nbytes() == 4 * 4 * 17
+    assert torch.equal(mask, bias.flip(-1))
+
+
+def test_query_blocks_give_each_block_the_keys_it_may_see():
+    def spans(blocks):
+        return [((q.start, q.stop), (k.start, k.stop)) for q, k in blocks]
+
+    assert spans(query_blocks(7, True, None, 3)) == [
+        ((0, 3), (0, 3)),
+        ((3, 6), (0, 6)),
+        ((6, 7), (0, 7)),
+    ]
+    assert spans(query_blocks(7, False, 5, 3)) == [
+        ((0, 3), (0, 5)),
+        ((3, 6), (0, 6)),
+        ((6, 7), (0, 7)),
+    ]
+    assert spans(query_blocks(7, False, None, 4)) == [((0, 4), (0, 7)), ((4, 7), (0, 7))]
+
+
+def test_window_of_the_blocked_mask_is_that_part_of_the_whole():
+    whole = blocked(8, False, 3, torch.device("cpu"))  # prefix LM: first 3 tokens see each other
+    window = blocked(8, False, 3, torch.device("cpu"), slice(1, 5), slice(0, 6))
+    assert torch.equal(window, whole[1:5, :6])
+    assert not whole[0, 2] and whole[3, 4] and not whole[4, 3]
