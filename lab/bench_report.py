@@ -1,0 +1,104 @@
+"""The README's benchmark tables, made from ``bench.py``'s JSON.
+
+``python -m lab.bench_report docs/bench_cpu.json`` prints them; ``tests/test_readme.py`` checks
+that the README holds exactly these tables for the committed JSON, so the figures cannot drift
+from the measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lab.benchmark import ours_vs_theirs
+from lab.report import format_table
+
+
+def scheme_table(results: dict) -> str:
+    """Per scheme: training tokens/s, MFU and ratio to NoPE at the standard size and at the
+    ablation's size; evaluation tokens/s at the two longest lengths, the longest one's ratio to
+    NoPE and its peak memory growth (MiB)."""
+    standard, ablation = results["standard"], results["ablation"]
+    lengths = sorted({e["length"] for e in standard["eval"]})[-2:]
+    ours = {e["name"]: {} for e in standard["eval"] if not e["baseline"]}
+    for e in standard["eval"]:
+        if not e["baseline"]:
+            ours[e["name"]][e["length"]] = e
+    longest = lengths[-1]
+    rows = []
+    for t in standard["train"]:
+        if t["baseline"]:
+            continue
+        small = next(a for a in ablation["train"] if a["name"] == t["name"])
+        evals = ours[t["name"]]
+        rows.append(
+            [
+                t["name"],
+                f"{t['tokens_per_s']:,.0f}",
+                f"{t['mfu']:.1%}",
+                f"{t['vs_none']:.2f}",
+                f"{small['tokens_per_s']:,.0f}",
+                f"{small['vs_none']:.2f}",
+                *(f"{evals[n]['tokens_per_s']:,.0f}" for n in lengths),
+                f"{evals[longest]['tokens_per_s'] / ours['none'][longest]['tokens_per_s']:.2f}",
+                f"{evals[longest]['peak_mib']:.0f}",
+            ]
+        )
+    heads = [
+        "scheme",
+        "standard: train tok/s",
+        "MFU",
+        "vs NoPE",
+        "ablation size: train tok/s",
+        "vs NoPE",
+        *(f"eval tok/s at {n}" for n in lengths),
+        f"eval vs NoPE at {longest}",
+        f"peak MiB at {longest}",
+    ]
+    return format_table(heads, rows)
+
+
+def peer_table(results: dict) -> str:
+    """Per peer model with a matching scheme of ours: its training tokens/s and MFU, and ours
+    over theirs for training and for evaluation at every benchmarked length (same run)."""
+    standard = results["standard"]
+    lengths = sorted({e["length"] for e in standard["eval"]})
+    rows = []
+    for pair in ours_vs_theirs(standard):
+        theirs = next(t for t in standard["train"] if t["name"] == pair["baseline"])
+        rows.append(
+            [
+                pair["position"],
+                pair["baseline"],
+                f"{theirs['tokens_per_s']:,.0f}",
+                f"{theirs['mfu']:.1%}",
+                f"{pair['train']:.2f}",
+                *(f"{pair['eval'][n]:.2f}" for n in lengths),
+            ]
+        )
+    heads = [
+        "scheme",
+        "peer",
+        "peer train tok/s",
+        "peer MFU",
+        "ours / theirs: train",
+        *(f"eval {n}" for n in lengths),
+    ]
+    return format_table(heads, rows)
+
+
+def main(argv: list[str]) -> int:
+    """Print both tables for the JSON file named in ``argv``."""
+    if len(argv) != 1:
+        print("usage: python -m lab.bench_report BENCH_JSON", file=sys.stderr)
+        return 2
+    results = json.loads(Path(argv[0]).read_text())
+    print(scheme_table(results))
+    print()
+    print(peer_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
