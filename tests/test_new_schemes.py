@@ -9,12 +9,14 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from model import ModelConfig, Transformer
 from model.attention import AttentionContext
 from model.position import available_schemes
 from model.position.cope import cope_bias, cope_positions
 from model.position.kerple import kerple_log_bias
+from model.position.piecewise import relu_mlp, relu_pieces
 from model.position.randomized import random_sorted_positions
 from model.position.rope import apply_rope, rotate_half_split
 from model.position.t5 import relative_position_bucket
@@ -186,6 +188,78 @@ def test_fire_is_relative_below_its_threshold(make_model):
     above = scheme.score_bias(torch.arange(9) + 900, 9)
     torch.testing.assert_close(below, default, rtol=0, atol=1e-6)
     assert (above - default).abs().max() > 1e-2 * default.abs().max()
+
+
+def relu_units_with_every_case() -> tuple[nn.Linear, nn.Linear]:
+    """``Linear(1, 12)`` and ``Linear(12, 3)``, random, with units of ``W1 < 0``, of ``W1 = 0``
+    (constant positive, negative and zero) and tied breakpoints (a repeated unit, and a rising
+    and a falling unit that switch at one point)."""
+    torch.manual_seed(0)
+    first, last = nn.Linear(1, 12), nn.Linear(12, 3)
+    with torch.no_grad():
+        first.weight[:, 0] = torch.tensor([1.5, -2.0, 0.7, -0.3, 0, 0, 0, 1.5, 2.0, -1.0, 3, -4])
+        first.bias.copy_(torch.tensor([0.3, 0.5, -0.2, 0.1, 0.4, -0.6, 0, 0.3, -1.0, 0.5, 1, 2]))
+        last.weight.normal_()
+    return first, last
+
+
+def test_relu_mlp_equals_the_mlp_at_every_piece_and_breakpoint():
+    first, last = relu_units_with_every_case()
+    mlp = nn.Sequential(first, nn.ReLU(), last)
+    w1, b1 = first.weight[:, 0].detach(), first.bias.detach()
+    breakpoints = -b1[w1 != 0] / w1[w1 != 0]  # 9 units, 6 distinct points in (-1, 1)
+    assert len(breakpoints.unique()) == 6
+    between = torch.linspace(-1.3, 1.3, 531)  # every piece, ends beyond every breakpoint
+    x = torch.cat([between, breakpoints]).view(4, -1)  # any shape
+    expected = mlp(x.unsqueeze(-1)).movedim(-1, 0)  # (H, 4, N)
+    torch.testing.assert_close(relu_mlp(first, last, x), expected, rtol=0, atol=1e-6)
+
+    weights = torch.randn(3, 531, generator=torch.Generator().manual_seed(1))
+    grads = []
+    for f in (lambda x: mlp(x.unsqueeze(-1)).movedim(-1, 0), lambda x: relu_mlp(first, last, x)):
+        x = between.clone().requires_grad_()  # off the breakpoints: ReLU is differentiable
+        (f(x) * weights).sum().backward()
+        params = (first.weight, first.bias, last.weight, last.bias)
+        grads.append([x.grad] + [p.grad.clone() for p in params])
+        first.zero_grad(), last.zero_grad()
+    for got, want in zip(grads[1], grads[0], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_relu_pieces_are_the_active_units_of_each_interval():
+    first, last = relu_units_with_every_case()
+    breakpoints, slopes, intercepts = relu_pieces(first, last)
+    assert breakpoints[-3:].isinf().all() and breakpoints.diff()[:-3].ge(0).all()  # W1 = 0 last
+    # below every breakpoint: the falling units (W1 < 0) and the constant 0.4 are active
+    active = torch.tensor([0, 1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 1.0])
+    w1, b1 = first.weight[:, 0].detach(), first.bias.detach()
+    torch.testing.assert_close(slopes[:, 0], last.weight.detach() @ (active * w1))
+    torch.testing.assert_close(intercepts[:, 0], last.weight.detach() @ (active * b1) + last.bias)
+
+
+def test_fire_model_equals_fire_with_the_plain_mlp(make_model, monkeypatch):
+    """Logits and every gradient, on the blocked path at positions past ``L`` (a per-query
+    normaliser), against ``f`` run as the ``nn.Sequential`` it is stored as."""
+    model = make_model("fire", strong=True)
+    idx = torch.randint(0, 16, (2, 37), generator=torch.Generator().manual_seed(0))
+    positions = torch.arange(37) + 600
+    weights = torch.randn(2, 37, 16, generator=torch.Generator().manual_seed(1))
+    monkeypatch.setattr("model.transformer.BLOCK_ROWS", 5)
+
+    def logits_and_grads() -> list[torch.Tensor]:
+        model.zero_grad()
+        logits = model(idx, positions=positions)
+        (logits * weights).sum().backward()
+        return [logits.detach()] + [p.grad.clone() for p in model.parameters()]
+
+    runs = [logits_and_grads()]
+    mlp = model.position.mlp
+    monkeypatch.setattr(
+        "model.position.fire.relu_mlp", lambda first, last, x: mlp(x.unsqueeze(-1)).movedim(-1, 0)
+    )
+    runs.append(logits_and_grads())
+    for got, want in zip(*runs, strict=True):  # float32 sums in another order: relative to scale
+        assert (got - want).abs().max() <= 1e-5 * max(want.abs().max().item(), 1.0)
 
 
 # ---------------------------------------------------------------------------------------------

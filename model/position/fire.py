@@ -8,6 +8,10 @@ below it the normaliser is constant (short sequences behave as relative), beyond
 are "progressively interpolated" into ``[0, 1]``. The reference code of the paper's appendix
 is followed (``eps`` in the normaliser); bidirectional models use ``|i - j|``. Shared by all
 layers. Not shift-invariant: queries past ``L`` are normalised by their own position.
+
+``f`` is evaluated as the piecewise linear function it is (:mod:`model.position.piecewise`):
+a binary search and ``H`` multiply-adds per pair instead of ``width * (H + 2)`` operations,
+same values up to rounding; ``self.mlp`` holds the parameters, so checkpoints are unchanged.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from torch import Tensor, nn
 
 from model.config import ModelConfig
 from model.position.base import ALL, PositionScheme, register, relative_distance
+from model.position.piecewise import relu_mlp
 
 
 @dataclass(frozen=True)
@@ -80,5 +85,5 @@ class FirePosition(PositionScheme):
         normaliser = torch.maximum(pos[:, queries], threshold).unsqueeze(-1)  # (1|B, Tq, 1)
         numerator = torch.log(torch.abs(self.c * distance) + 1)  # (1 or B, Tq, Tk)
         denominator = torch.log(torch.abs(self.c * normaliser) + 1) + self.options.eps
-        bias = self.mlp((numerator / denominator).unsqueeze(-1))  # (1 or B, Tq, Tk, H)
-        return bias.permute(0, 3, 1, 2)  # (1 or B, H, Tq, Tk)
+        bias = relu_mlp(self.mlp[0], self.mlp[2], numerator / denominator)  # (H, 1|B, Tq, Tk)
+        return bias.movedim(0, 1)  # (1 or B, H, Tq, Tk)
