@@ -38,8 +38,8 @@ BLOCK_PAIRS = 2**19
 """(query, key) pairs of a block whose mask is built for its window (fewer rows than
 ``BLOCK_ROWS`` past ``T = 2048``). Measured with FIRE at 4096 tokens (one thread, CPU): from
 ``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose 15%, as SDPA with a mask is
-slower on short blocks, and peak memory 238 -> 286 MiB (NoPE's 298): FIRE's piecewise bias
-(:mod:`model.position.piecewise`) peaks at about 128 bytes per pair."""
+slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh processes; NoPE's 298):
+FIRE's piecewise bias (:mod:`model.position.piecewise`) needs about 128 bytes per pair."""
 
 
 def blocked(
