@@ -57,9 +57,14 @@ class OddsFirstTask(SymbolTask):
 @register("missing_duplicate")
 class MissingDuplicateTask(Task):
     """``w w`` with one of its ``2 * length`` items replaced by ``_``; the answer is the hidden
-    symbol (Delétang et al. 2023, "Missing Duplicate"). The prompt has ``2 * length`` tokens."""
+    symbol (Delétang et al. 2023, "Missing Duplicate"). The prompt has ``2 * length`` tokens.
+
+    Training lengths 2..5: with the suite's recipe, ``rope`` reached 98.5% in distribution at
+    2..5 (early stop at 2100 steps) but 94.3% at 2..6 and 83.0% at 2..10 (``learned`` 75.6%,
+    ``alibi`` 73.0%) within 3000 steps; accuracy fell with length in each."""
 
     Options = SymbolOptions
+    train_lengths = (2, 5)
 
     def __init__(self, options: SymbolOptions | None = None) -> None:
         super().__init__(options)
