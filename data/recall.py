@@ -56,7 +56,11 @@ class RecallOptions:
 
 @register("associative_recall")
 class AssociativeRecallTask(Task):
-    """``length`` pairs ``k v``, ``?``, ``n_queries`` keys; answer their values."""
+    """``length`` pairs ``k v``, ``?``, ``n_queries`` keys; answer their values.
+
+    Not learned in distribution with the suite's recipe within 3000 steps: ``rope`` reached
+    19.4% (``alibi`` 18.0% with 32 keys), and 30.2% with 16 keys, 8 values and 2..4 pairs,
+    where 2 pairs (both keys asked, in random order) scored 51%."""
 
     Options = RecallOptions
     train_lengths = (2, 8)

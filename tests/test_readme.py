@@ -1,4 +1,5 @@
-"""The README's results section is generated from the committed docs/ results, and they agree."""
+"""The README's generated sections (the ablation, the task suite, the benchmark) come from the
+committed docs/ results, and they agree."""
 
 import json
 from pathlib import Path
@@ -7,7 +8,8 @@ import pytest
 
 from lab import readme
 from lab.bench_report import peer_table, scheme_table
-from lab.readme import BEGIN, END, README, render
+from lab.readme import BEGIN, END, README, SUITE_BEGIN, SUITE_END, render
+from lab.suite_table import settings, suite_table, timing
 
 
 def test_readme_results_section_matches_the_committed_results() -> None:
@@ -15,24 +17,82 @@ def test_readme_results_section_matches_the_committed_results() -> None:
     assert render(text) == text, "README.md is stale: run python -m lab.readme"
 
 
-def test_render_replaces_only_the_marked_section() -> None:
-    text = f"# title\nbefore\n{BEGIN}\nstale table\n{END}\nafter\n"
+def test_render_replaces_only_the_marked_sections() -> None:
+    text = (
+        f"# title\nbefore\n{BEGIN}\nstale table\n{END}\nmid\n{SUITE_BEGIN}\nold\n{SUITE_END}\nend\n"
+    )
     rendered = render(text)
     head, rest = rendered.split(BEGIN)
-    body, tail = rest.split(END)
-    assert head == "# title\nbefore\n" and tail == "\nafter\n"
+    body, rest = rest.split(END)
+    middle, rest = rest.split(SUITE_BEGIN)
+    suite, tail = rest.split(SUITE_END)
+    assert head == "# title\nbefore\n" and middle == "\nmid\n" and tail == "\nend\n"
     assert "stale table" not in body and "| scheme" in body and "Findings" in body
+    assert "old" not in suite and "configs/suite.yaml" in suite and "| `parity`" in suite
     assert render(rendered) == rendered  # idempotent
 
 
-def test_render_without_markers_fails_with_one_line() -> None:
-    with pytest.raises(ValueError, match="lacks the markers"):
-        render("# no markers here\n")
+@pytest.mark.parametrize("markers", [(), (BEGIN, END), (SUITE_BEGIN, SUITE_END)])
+def test_render_without_markers_fails_with_one_line(markers: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError, match="lacks the markers") as error:
+        render("# some markers missing\n" + "\n".join(markers))
+    assert "\n" not in str(error.value)
+
+
+def result(task: str, scheme: str, in_dist: float | None, at_2x: float) -> dict:
+    """The fields of one run's eval.json that the suite table reads."""
+    return {
+        "task": task,
+        "position": scheme,
+        "seed": 0,
+        "config": {"model": {"causal": True}, "train": {"steps": 1000}, "eval": {"samples": 256}},
+        "train_lengths": [2, 10],
+        "summary": {"in_dist": in_dist, "at": {"2x": at_2x}},
+    }
+
+
+def test_suite_table_by_hand() -> None:
+    """One row per task, ``in-dist / 2x`` per scheme in registration order, and the schemes at
+    or above 95% in distribution."""
+    results = [
+        result("parity", "rope", 0.5, 0.5),
+        result("count", "alibi", 0.95, 0.3125),
+        result("count", "none", 0.949, 0.0),
+        result("parity", "alibi", None, 0.5),
+    ]
+    rows = [
+        [c.strip() for c in line.split("|")[1:-1]] for line in suite_table(results).splitlines()
+    ]
+    assert rows[0] == ["task", "lengths", "none", "rope", "alibi", "in-dist >= 95%"]
+    assert rows[2] == ["`count`", "2..10", "94.9 / 0.0", "—", "95.0 / 31.2", "`alibi`"]
+    assert rows[3] == ["`parity`", "2..10", "—", "50.0 / 50.0", "— / 50.0", "none"]
+
+
+def test_suite_settings_and_timing_by_hand() -> None:
+    results = [result("parity", "rope", 0.5, 0.5), result("count", "alibi", 1.0, 0.0)]
+    assert (
+        settings(results)
+        == "2 tasks x 2 schemes, seed 0, a 1000-step cap, 256 test sequences per length"
+    )
+    sweep = {"seconds": 90.0, "workers": 1, "runs": {"trained": 49, "skipped": 1}, "machine": "M"}
+    assert timing(sweep) == "50 runs in **1.5 min** with 1 worker(s) on M"
+
+
+def test_suite_results_are_copied_under_their_docs_names(tmp_path: Path) -> None:
+    sweep, docs = tmp_path / "suite", tmp_path / "docs"
+    sweep.mkdir(), docs.mkdir()
+    (sweep / "results.json").write_text("[1]")
+    with pytest.raises(FileNotFoundError, match="lacks sweep.json; run python sweep.py first"):
+        readme.copy_results(sweep, docs, readme.SUITE_COPIED)
+    (sweep / "sweep.json").write_text("{}")
+    readme.copy_results(sweep, docs, readme.SUITE_COPIED)
+    assert sorted(p.name for p in docs.iterdir()) == ["suite_results.json", "suite_sweep.json"]
+    assert (docs / "suite_results.json").read_text() == "[1]"
 
 
 def test_check_flags_a_stale_readme(tmp_path: Path, monkeypatch, capsys) -> None:
     stale = tmp_path / "README.md"
-    stale.write_text(f"x\n{BEGIN}\nold\n{END}\n")
+    stale.write_text(f"x\n{BEGIN}\nold\n{END}\n{SUITE_BEGIN}\nold\n{SUITE_END}\n")
     monkeypatch.setattr(readme, "README", stale)
     assert readme.main(["--check"]) == 1
     assert "stale" in capsys.readouterr().err

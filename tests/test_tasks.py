@@ -13,10 +13,12 @@ import torch
 from conftest import tiny_config
 
 from data import EOS, PAD, available_tasks, build_task, task_class
+from lab.batches import evaluation_set, validation_set
 from lab.checkpoint import load_checkpoint
 from lab.config import ConfigError, load_config
 from lab.extrapolation import evaluate_length
 from lab.metrics import score_answers
+from lab.run_logs import periodic_lengths
 from lab.sweep import expand, load_sweep
 from lab.trainer import build_model, train
 from model import ModelConfig, Transformer
@@ -57,6 +59,25 @@ def test_sequence_length_depends_on_the_length_only(name: str) -> None:
     shapes = {task.sample(np.random.default_rng(s), high, 64).tokens.shape for s in range(5)}
     starts = {task.sample(np.random.default_rng(s), high, 3).answer_start for s in range(5)}
     assert len(shapes) == 1 and len(starts) == 1
+
+
+@pytest.mark.parametrize("name", available_tasks())
+def test_validation_sets_of_the_default_lengths_are_disjoint_from_the_test_sets(name: str) -> None:
+    """At every length the periodic evaluation scores in distribution (the training range's ends
+    and middle), the default settings draw a validation set that holds none of the test
+    sequences and at least 10 distinct ones: a shorter length would have too few sequences
+    outside the 256 test ones (2**6 = 64 bit strings for parity, all of them in the test set)."""
+    config = load_config(None, [f"data.task={name}"])
+    task = config.data.build_task()
+    samples, held_out = config.train.eval_samples, config.eval.samples
+    for seed in range(3):
+        for length in periodic_lengths(config)["in_dist"]:
+            test = {tuple(r) for r in evaluation_set(task, seed, length, held_out).tokens.tolist()}
+            rows = {
+                tuple(r)
+                for r in validation_set(task, seed, length, samples, held_out).tokens.tolist()
+            }
+            assert not rows & test and len(rows) >= 10, (name, seed, length, len(rows))
 
 
 def test_variable_answers_are_padded_within_a_batch() -> None:
