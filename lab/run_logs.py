@@ -112,22 +112,25 @@ def periodic_eval(
 
 @torch.inference_mode()
 def validation_loss(model: Transformer, batch: Batch, batch_tokens: int) -> float:
-    """Mean cross-entropy (nats per answer token, ``<eos>`` included) of ``batch``'s answers,
-    teacher-forced in chunks of about ``batch_tokens`` tokens, as the training loss."""
+    """Mean cross-entropy (nats per answer token, ``<eos>`` included, pads excluded) of
+    ``batch``'s answers, teacher-forced in chunks of about ``batch_tokens`` tokens, as the
+    training loss."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     rows = max(1, batch_tokens // batch.inputs.shape[1])
     total, count = 0.0, 0
     for start in range(0, batch.tokens.shape[0], rows):
-        chunk = Batch(batch.tokens[start : start + rows], batch.answer_start, batch.length)
-        chunk = chunk.to(device)
+        chunk = batch.rows(slice(start, start + rows)).to(device)
         with autocast(device):
             logits = model(chunk.inputs, prefix_len=chunk.answer_start)  # (B, S-1, V)
         answer = logits[:, chunk.answer_slice].float()  # (B, A, V)
-        targets = chunk.answer_targets
-        total += float(F.cross_entropy(answer.flatten(0, 1), targets.flatten(), reduction="sum"))
-        count += targets.numel()
+        losses = F.cross_entropy(
+            answer.flatten(0, 1), chunk.answer_targets.flatten(), reduction="none"
+        )  # (B * A,)
+        real = chunk.answer_mask.flatten()  # (B * A,)
+        total += float(losses[real].sum())
+        count += int(real.sum())
     model.train(was_training)
     return total / count
 

@@ -5,16 +5,21 @@ and the Custom Scalars group of each task."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import backend_context
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 import eval as eval_cli
+from data import build_task
 from lab.config import load_config
-from lab.run_logs import AXES, HEADLINE, NOISE, hparams
+from lab.run_logs import AXES, HEADLINE, NOISE, hparams, validation_loss
 from lab.trainer import train
+from model import ModelConfig, Transformer
 from tests.conftest import tiny_config
 
 FAST = ["eval.samples=8", "eval.probe_samples=8", "eval.lengths=[2,4,8]", "--no-progress"]
@@ -106,3 +111,18 @@ def test_custom_scalars_group_one_task_with_every_run_of_it(run: Path, straight)
         for regex in regexes:
             assert regex.strip("^$") in scalars or "extrapolation" in regex
     assert "compare/copy/extrapolation_exact_match" in events(run).Tags()["scalars"]
+
+
+def test_validation_loss_skips_pads_as_the_training_loss_does() -> None:
+    torch.manual_seed(0)
+    task = build_task("selective_copy")
+    batch = task.sample(np.random.default_rng(0), 8, 16)
+    assert not batch.answer_mask.all()  # some rows are padded
+    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=32, n_heads=4, d_ff=64))
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch.inputs)[:, batch.answer_slice]  # (B, A, V)
+    targets = batch.answer_targets.masked_fill(~batch.answer_mask, -100)
+    expected = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    for batch_tokens in (10_000, 40):  # one chunk, and a chunk per row
+        assert validation_loss(model, batch, batch_tokens) == pytest.approx(float(expected), 1e-5)
