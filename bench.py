@@ -75,9 +75,15 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 f"--lengths={args.lengths!r} is not a comma-separated list of integers"
             ) from None
-        if args.repeats < 1 or min(lengths) < 1:
-            raise ValueError(f"--repeats={args.repeats} and --lengths={args.lengths} must be >= 1")
-        libraries = [name for name in args.baselines.split(",") if name]
+        if args.repeats < 1 or min(lengths) < 1 or args.batch_tokens < 1:
+            raise ValueError(
+                f"--repeats={args.repeats}, --lengths={args.lengths} and "
+                f"--batch-tokens={args.batch_tokens} must be >= 1"
+            )
+        out = Path(args.out)
+        if not out.parent.is_dir():  # checked before minutes of timing, not after
+            raise ValueError(f"--out={args.out}: folder {str(out.parent)!r} does not exist")
+        libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
         peers = baselines(STANDARD, libraries)
     except (ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -36,7 +36,7 @@ from lab.evaluation import (
 )
 from lab.files import writable_folder
 from lab.report import length_table, summary_table, write_reports
-from lab.runtime import resolve_device
+from lab.runtime import configure_threads, resolve_device
 
 ERRORS = (ConfigError, OSError, ValueError)
 
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", nargs="?", help="a run folder, or a folder of run folders")
     parser.add_argument("--out", help="folder for the cross-run reports (default: PATH)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads (default 1; 0 = PyTorch default)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("overrides", nargs="*", metavar="eval.KEY=VALUE")
     args = parser.parse_intermixed_args(argv)
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
         device = resolve_device(args.device)
+        configure_threads(args.threads)
         runs = find_runs(args.path)
     except ERRORS as error:
         return fail(error)

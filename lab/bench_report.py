@@ -92,10 +92,22 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m lab.bench_report BENCH_JSON", file=sys.stderr)
         return 2
-    results = json.loads(Path(argv[0]).read_text())
-    print(scheme_table(results))
-    print()
-    print(peer_table(results))
+    try:
+        results = json.loads(Path(argv[0]).read_text())
+        tables = [scheme_table(results)]
+        if any(t["baseline"] for t in results["standard"]["train"]):
+            tables.append(peer_table(results))
+    except (OSError, ValueError) as error:
+        print(f"error: {argv[0]}: {error}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, StopIteration) as error:
+        print(
+            f"error: {argv[0]} is not a bench.py JSON of this version (missing {error}); "
+            "re-run python bench.py",
+            file=sys.stderr,
+        )
+        return 2
+    print("\n\n".join(tables))
     return 0
 
 

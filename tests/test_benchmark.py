@@ -1,5 +1,6 @@
 """The benchmark's arithmetic: model FLOPs per token, and a timing run of every scheme."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import bench
+from lab import bench_report
 from lab.baselines import XTRANSFORMERS_OPTIONS, baselines
+from lab.bench_report import scheme_table
 from lab.benchmark import flops_per_token, matmul_params, ours_vs_theirs, run_benchmark
 from model import ModelConfig, Transformer
 from model.position import available_schemes
@@ -97,3 +101,33 @@ def test_ours_vs_theirs_pairs_each_baseline_with_its_scheme():
 def test_an_unknown_baseline_library_is_one_line():
     with pytest.raises(ValueError, match="--baselines 'keras' is unknown; use hf, x-transformers"):
         baselines(ModelConfig(vocab_size=16), ["keras"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--out", "/no/such/folder/bench.json"], "folder '/no/such/folder' does not exist"),
+        (["--batch-tokens", "0"], "--batch-tokens=0 must be >= 1"),
+    ],
+)
+def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsys):
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):
+    results = json.loads((ROOT / "docs" / "bench_cpu.json").read_text())
+    for size in ("standard", "ablation"):
+        for key in ("train", "eval"):
+            results[size][key] = [r for r in results[size][key] if not r["baseline"]]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(results))
+    assert bench_report.main([str(alone)]) == 0
+    assert capsys.readouterr().out.strip() == scheme_table(results)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"standard": {"train": [{"position": "none"}]}}))
+    for path, message in ((old, "not a bench.py JSON of this version"), (tmp_path, "error:")):
+        assert bench_report.main([str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import TINY_RUN, tiny_config
 
+import eval as eval_cli
 import train as train_cli
 from lab.batches import training_batch
 from lab.config import Config, ConfigError, load_config
@@ -73,3 +74,13 @@ def test_the_default_is_one_thread_and_a_run_prints_its_count(
         f"{tmp_path}: {position} on copy, 2 CPU thread(s) (threads=N to change), precision auto"
     )
     assert torch.get_num_threads() == 2
+
+
+def test_eval_runs_on_one_thread_by_default_and_checks_the_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert eval_cli.main(["--threads", "-1", str(tmp_path)]) == 2
+    assert "threads=-1 is invalid" in capsys.readouterr().err
+    torch.set_num_threads(2)
+    eval_cli.main([str(tmp_path)])  # an empty folder: no run to evaluate, after the set-up
+    assert torch.get_num_threads() == 1
