@@ -22,17 +22,13 @@ def scheme_table(results: dict) -> str:
     is reused without raising the resident set, so it is measured in fresh processes instead.)"""
     standard, ablation = results["standard"], results["ablation"]
     lengths = sorted({e["length"] for e in standard["eval"]})[-2:]
-    ours = {e["name"]: {} for e in standard["eval"] if not e["baseline"]}
-    for e in standard["eval"]:
-        if not e["baseline"]:
-            ours[e["name"]][e["length"]] = e
+    ours = {(e["name"], e["length"]): e["tokens_per_s"] for e in standard["eval"]}
     longest = lengths[-1]
     rows = []
     for t in standard["train"]:
         if t["baseline"]:
             continue
         small = next(a for a in ablation["train"] if a["name"] == t["name"])
-        evals = ours[t["name"]]
         rows.append(
             [
                 t["name"],
@@ -41,8 +37,8 @@ def scheme_table(results: dict) -> str:
                 f"{t['vs_none']:.2f}",
                 f"{small['tokens_per_s']:,.0f}",
                 f"{small['vs_none']:.2f}",
-                *(f"{evals[n]['tokens_per_s']:,.0f}" for n in lengths),
-                f"{evals[longest]['tokens_per_s'] / ours['none'][longest]['tokens_per_s']:.2f}",
+                *(f"{ours[t['name'], n]:,.0f}" for n in lengths),
+                f"{ours[t['name'], longest] / ours['none', longest]:.2f}",
             ]
         )
     heads = [

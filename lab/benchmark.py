@@ -241,26 +241,20 @@ def ours_vs_theirs(result: dict) -> list[dict]:
     Returns:
         ``[{"baseline": NAME, "position": SCHEME, "train": RATIO, "eval": {LENGTH: RATIO}}]``.
     """
+    speeds = {(e["name"], e["length"]): e["tokens_per_s"] for e in result["eval"]}
+    trained = {t["name"]: t["tokens_per_s"] for t in result["train"]}
+    lengths = sorted({e["length"] for e in result["eval"]})
     rows = []
     for theirs in result["train"]:
         if not theirs["baseline"] or theirs["position"] is None:
             continue
-        ours = next(t for t in result["train"] if t["name"] == theirs["position"])
-        evals = {}
-        for e in result["eval"]:
-            if e["name"] == theirs["name"]:
-                mine = next(
-                    o
-                    for o in result["eval"]
-                    if o["name"] == e["position"] and o["length"] == e["length"]
-                )
-                evals[e["length"]] = mine["tokens_per_s"] / e["tokens_per_s"]
+        name, position = theirs["name"], theirs["position"]
         rows.append(
             {
-                "baseline": theirs["name"],
-                "position": theirs["position"],
-                "train": ours["tokens_per_s"] / theirs["tokens_per_s"],
-                "eval": evals,
+                "baseline": name,
+                "position": position,
+                "train": trained[position] / trained[name],
+                "eval": {n: speeds[position, n] / speeds[name, n] for n in lengths},
             }
         )
     return rows
