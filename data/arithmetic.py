@@ -6,14 +6,18 @@ Appendix A); binary addition is their "Binary Addition" (context-sensitive), and
 parity are also tasks of Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length
 Generalization in Transformers")::
 
-    parity              1 0 1 1 <sep> 1 <eos>                 odd number of ones -> 1
+    parity              1 0 1 1 <sep> 1 1 0 1 <eos>           the parity of every prefix
+                                                              (scratchpad=false: 1 only)
     binary_addition     1 1 0 + 1 0 0 <sep> 0 0 1 <eos>       3 + 1 = 4, least significant bit
                                                               first; 3 + 5 = 8 has a 4th bit
-    modular_arithmetic  3 + 4 - 1 <sep> 1 <eos>               (3 + 4 - 1) mod 5
+    modular_arithmetic  3 + 4 - 1 <sep> 3 2 1 <eos>           3, 3 + 4, 3 + 4 - 1 mod 5
+                                                              (scratchpad=false: 1 only)
 
 Length axes: ``parity``, bits in the string; ``binary_addition``, bits of each operand (the
 answer has ``length`` bits, or ``length + 1`` with a final carry: answers differ in length
 within a batch and are padded, see :mod:`data.base`); ``modular_arithmetic``, operands.
+The scratchpad answers of ``parity`` and ``modular_arithmetic`` (:class:`FoldOptions`) have one
+token per item.
 """
 
 from __future__ import annotations
@@ -29,30 +33,52 @@ BITS = ("0", "1")
 PLUS = "+"
 
 
+@dataclass(frozen=True)
+class FoldOptions:
+    """Options of ``parity`` and ``modular_arithmetic``, whose answer is a fold over the prompt.
+
+    Attributes:
+        scratchpad: answer the running result after every item, the last one being the result
+            (a scratchpad, Nye et al. 2021 "Show Your Work"; studied for length generalization
+            by Anil et al. 2022 and Kazemnejad et al. 2023, §5), rather than the result alone
+            (Delétang et al. 2023). On by default: with the result alone no scheme learned
+            either task in distribution (README, "The task suite").
+    """
+
+    scratchpad: bool = True
+
+
 @register("parity")
 class ParityTask(Task):
-    """A bit string; the answer is ``1`` when it holds an odd number of ones, else ``0``.
+    """A bit string; the answer is ``1`` when it holds an odd number of ones, else ``0``; with
+    ``scratchpad`` (the default), the parity of every prefix, ``length`` bits ending in it::
+
+        1 0 1 1 <sep> 1 1 0 1 <eos>        (scratchpad=false: 1 0 1 1 <sep> 1 <eos>)
 
     Training starts at 8 bits: at 6 the ``2**6 = 64`` strings are nearly all among the 256 test
     sequences, which leaves a validation set (:func:`lab.batches.validation_set`) of a few
-    repeated strings. Not learned in distribution with the suite's recipe: every scheme tried
-    (``none``, ``learned``, ``rope``, ``alibi`` at 6..12; ``none`` and ``rope`` at 7..8) stayed
-    at chance (48.8-49.8%) within 3000 steps, as transformers are known to fail on parity
+    repeated strings. Without the scratchpad, every scheme tried (``none``, ``learned``,
+    ``rope``, ``alibi`` at 6..12; ``none`` and ``rope`` at 7..8) stayed at chance (48.8-49.8%)
+    within 3000 steps of the suite's recipe, as transformers are known to fail on parity
     (Bhattamishra et al. 2020; Delétang et al. 2023)."""
 
+    Options = FoldOptions
     train_lengths = (8, 12)
 
-    def __init__(self, options: object = None) -> None:
+    def __init__(self, options: FoldOptions | None = None) -> None:
         super().__init__(options)
         self.vocab = [BOS, SEP, EOS, *BITS]
 
     def generate(self, rng: np.random.Generator, length: int, n: int) -> tuple[np.ndarray, ...]:
         bits = rng.integers(2, size=(n, length))  # (n, L)
+        running = np.cumsum(bits, axis=1) % 2  # (n, L): parity of every prefix
+        answers = running if self.options.scratchpad else running[:, -1:]
         first = self.token_id(BITS[0])
-        return bits + first, (bits.sum(axis=1, keepdims=True) % 2) + first
+        return bits + first, answers + first
 
     def solve(self, prompt: Sequence[str]) -> list[str]:
-        return [str(list(prompt).count("1") % 2)]
+        prefixes = [str(list(prompt[: i + 1]).count("1") % 2) for i in range(len(prompt))]
+        return prefixes if self.options.scratchpad else prefixes[-1:]
 
 
 @dataclass(frozen=True)
@@ -116,8 +142,8 @@ OPERATIONS = "+-*"
 
 
 @dataclass(frozen=True)
-class ModularOptions:
-    """Options of ``modular_arithmetic``.
+class ModularOptions(FoldOptions):
+    """Options of ``modular_arithmetic``: ``scratchpad`` (see :class:`FoldOptions`), and
 
     Attributes:
         modulus: numbers and the answer are in ``0 .. modulus - 1`` (2..10).
@@ -141,13 +167,16 @@ class ModularOptions:
 @register("modular_arithmetic")
 class ModularArithmeticTask(Task):
     """``length`` operands in ``0 .. modulus - 1`` joined by operators; the answer is the
-    expression's value modulo ``modulus``. The prompt has ``2 * length - 1`` tokens.
+    expression's value modulo ``modulus``; with ``scratchpad`` (the default), the value of every
+    prefix that ends in an operand, ``length`` digits ending in it::
 
-    Training starts at 3 operands: at 2 there are only ``5 * 2 * 5 = 50`` expressions, nearly
-    always all in the 256 test sequences. Not learned in distribution with the suite's recipe:
-    at chance (18.9-20.9%) within 3000 steps with ``rope`` (3..8 operands, ``+-``), with
-    ``none``, ``rope`` and ``alibi`` (``+`` only) and with ``none`` and ``rope`` at 3..4
-    operands."""
+        3 + 4 - 1 <sep> 3 2 1 <eos>        (scratchpad=false: 3 + 4 - 1 <sep> 1 <eos>)
+
+    The prompt has ``2 * length - 1`` tokens. Training starts at 3 operands: at 2 there are
+    only ``5 * 2 * 5 = 50`` expressions, nearly always all in the 256 test sequences. Without
+    the scratchpad it was not learned in distribution with the suite's recipe: at chance
+    (18.9-20.9%) within 3000 steps with ``rope`` (3..8 operands, ``+-``), with ``none``,
+    ``rope`` and ``alibi`` (``+`` only) and with ``none`` and ``rope`` at 3..4 operands."""
 
     Options = ModularOptions
     train_lengths = (3, 8)
@@ -165,12 +194,15 @@ class ModularArithmeticTask(Task):
         ]  # (n, L - 1) of "+", "-", "*"
         total = np.zeros(n, dtype=np.int64)  # sum of the finished terms
         term = numbers[:, 0].copy()  # the product being built, with its sign
+        prefixes = [term % m]  # value of every prefix that ends in an operand, each (n,)
         for i in range(length - 1):
             times = ops[:, i] == "*"
             sign = np.where(ops[:, i] == "-", -1, 1)
             total = np.where(times, total, (total + term) % m)
             term = np.where(times, term * numbers[:, i + 1] % m, sign * numbers[:, i + 1])
-        answers = ((total + term) % m)[:, None]  # (n, 1)
+            prefixes.append((total + term) % m)
+        running = np.stack(prefixes, axis=1)  # (n, L)
+        answers = running if self.options.scratchpad else running[:, -1:]
         ids = np.vectorize(self.token_id)
         prompts = np.empty((n, 2 * length - 1), dtype=np.int64)
         prompts[:, ::2] = numbers + self.token_id("0")
@@ -179,4 +211,7 @@ class ModularArithmeticTask(Task):
         return prompts, answers + self.token_id("0")
 
     def solve(self, prompt: Sequence[str]) -> list[str]:
-        return [str(eval("".join(prompt)) % self.options.modulus)]  # noqa: S307 (digits, + - *)
+        ends = range(1, len(prompt) + 1, 2)  # every prefix that ends in an operand
+        values = [eval("".join(prompt[:end])) for end in ends]  # noqa: S307 (digits, + - *)
+        prefixes = [str(value % self.options.modulus) for value in values]
+        return prefixes if self.options.scratchpad else prefixes[-1:]

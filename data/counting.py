@@ -54,10 +54,7 @@ class CountTask(Task):
     ``0`` when never). The query is one of the prompt's symbols half of the time.
 
     Training starts at 3 symbols: at 2 there are only ``4**2 * 4 = 64`` prompts, nearly all
-    among the 256 test sequences, which leaves a validation set of 4-10 distinct sequences.
-    At the edge of learnable with the suite's recipe: ``alibi`` reached 96.6% in distribution
-    at 3..10 with seed 1 but 88.3% with seed 0 at the 3000-step cap (99.9% at 2..10, seed 0,
-    early stop at 2000 steps); ``rope`` and ``none`` 37.0% and ``learned`` 81.6% at 2..10."""
+    among the 256 test sequences, which leaves a validation set of 4-10 distinct sequences."""
 
     Options = CountOptions
     train_lengths = (3, 10)

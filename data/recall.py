@@ -2,11 +2,12 @@
 
 ``associative_recall`` is multi-query associative recall (MQAR) of Arora et al. 2023 ("Zoology:
 Measuring and Improving Recall in Efficient Language Models", §3): ``length`` key-value pairs
-with distinct keys, then ``n_queries`` of those keys; the answer is their values, in query
-order. The length axis is the number of pairs (the prompt has ``2 * length + n_queries + 1``
-tokens)::
+with distinct keys, then ``n_queries`` of those keys; the answer is each asked key followed by
+its value, in query order, so that every value is predicted at its key, as in MQAR (with
+``echo_keys=false``, the values alone). The length axis is the number of pairs (the prompt has
+``2 * length + n_queries + 1`` tokens)::
 
-    k3 v1 k7 v4 k1 v1 ? k1 k3 <sep> v1 v1 <eos>
+    k3 v1 k7 v4 k1 v1 ? k1 k3 <sep> k1 v1 k3 v1 <eos>
 
 ``flip_flop`` is flip-flop language modelling (Liu et al. 2023, "Exposing Attention Glitches
 with Flip-Flop Language Modeling", §2): a program of ``length`` instructions, each an
@@ -38,11 +39,17 @@ class RecallOptions:
         n_keys: key tokens (a prompt's keys are distinct, so ``length <= n_keys``).
         n_values: value tokens.
         n_queries: keys asked per prompt (distinct; ``length >= n_queries``).
+        echo_keys: answer ``key value`` per query (default), not the values alone. The echo is
+            a copy of the query list; then each value is read at its key by an induction head
+            (Olsson et al. 2022), as in MQAR. Without it, the value must be found from a key
+            moved to the answer position by an earlier layer: the suite's recipe reached 19.4%
+            in distribution (``rope``, 3000 steps; 38.8% with one query).
     """
 
     n_keys: int = 64
     n_values: int = 16
     n_queries: int = 2
+    echo_keys: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_keys", "n_values", "n_queries"):
@@ -56,11 +63,8 @@ class RecallOptions:
 
 @register("associative_recall")
 class AssociativeRecallTask(Task):
-    """``length`` pairs ``k v``, ``?``, ``n_queries`` keys; answer their values.
-
-    Not learned in distribution with the suite's recipe within 3000 steps: ``rope`` reached
-    19.4% (``alibi`` 18.0% with 32 keys), and 30.2% with 16 keys, 8 values and 2..4 pairs,
-    where 2 pairs (both keys asked, in random order) scored 51%."""
+    """``length`` pairs ``k v``, ``?``, ``n_queries`` keys; answer ``key value`` per query
+    (the values alone with ``echo_keys=false``)."""
 
     Options = RecallOptions
     train_lengths = (2, 8)
@@ -92,12 +96,18 @@ class AssociativeRecallTask(Task):
         prompts[:, ::2], prompts[:, 1::2] = keys, values
         query = np.full((n, 1), self.token_id(QUERY))
         prompts = np.concatenate([prompts, query, keys[rows, asked]], axis=1)
-        return prompts, values[rows, asked]
+        if not o.echo_keys:
+            return prompts, values[rows, asked]
+        answers = np.empty((n, 2 * o.n_queries), dtype=np.int64)
+        answers[:, ::2], answers[:, 1::2] = keys[rows, asked], values[rows, asked]
+        return prompts, answers
 
     def solve(self, prompt: Sequence[str]) -> list[str]:
         at = list(prompt).index(QUERY)
         table = dict(zip(prompt[:at:2], prompt[1:at:2], strict=True))
-        return [table[key] for key in prompt[at + 1 :]]
+        if not self.options.echo_keys:
+            return [table[key] for key in prompt[at + 1 :]]
+        return [token for key in prompt[at + 1 :] for token in (key, table[key])]
 
 
 @dataclass(frozen=True)

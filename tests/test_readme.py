@@ -118,3 +118,19 @@ def test_readme_benchmark_tables_match_the_committed_json() -> None:
     stale = "README.md's benchmark is stale: paste python -m lab.bench_report docs/bench_cpu.json"
     assert scheme_table(results) in text, stale
     assert peer_table(results) in text, stale
+
+
+def test_every_task_has_a_readme_example_its_solver_answers() -> None:
+    """The README's task table shows every registered task with an example whose answer is the
+    one the task's solver (at its default options) gives."""
+    from data import available_tasks, build_task
+
+    examples = {}
+    for line in README.read_text().splitlines():
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) == 5 and cells[1].startswith("`<bos> "):
+            examples[cells[0].strip("`")] = cells[1].split("`")[1].split()
+    assert sorted(examples) == sorted(available_tasks())
+    for name, tokens in examples.items():
+        sep, eos = tokens.index("<sep>"), tokens.index("<eos>")
+        assert build_task(name).solve(tokens[1:sep]) == tokens[sep + 1 : eos], name

@@ -25,6 +25,15 @@ from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
 
 VARIABLE = [name for name in available_tasks() if build_task(name).pad_id is not None]
+# Every task at its defaults, and the options that change what the answer is.
+VARIANTS = [(name, {}) for name in available_tasks()] + [
+    ("parity", {"scratchpad": False}),
+    ("modular_arithmetic", {"scratchpad": False}),
+    ("modular_arithmetic", {"operations": "+-*", "modulus": 7}),
+    ("modular_arithmetic", {"operations": "+-*", "scratchpad": False}),
+    ("binary_addition", {"msb_first": True}),
+    ("associative_recall", {"echo_keys": False}),
+]
 
 
 def rows_as_text(task, batch) -> list[tuple[list[str], list[str], list[str]]]:
@@ -38,11 +47,11 @@ def rows_as_text(task, batch) -> list[tuple[list[str], list[str], list[str]]]:
     return out
 
 
-@pytest.mark.parametrize("name", available_tasks())
-def test_the_solver_answers_every_generated_prompt(name: str) -> None:
+@pytest.mark.parametrize(("name", "options"), VARIANTS)
+def test_the_solver_answers_every_generated_prompt(name: str, options: dict) -> None:
     """The solver (written apart from the generator) scores 100% in and past the training
     range, and a row's pads come only after its <eos>."""
-    task = build_task(name)
+    task = build_task(name, options)
     low, high = task.train_lengths
     for length in (low, high, 2 * high):
         batch = task.sample(np.random.default_rng([7, length]), length, 200)
@@ -104,12 +113,17 @@ def test_hand_examples_of_the_other_tasks() -> None:
     assert build_task("odds_first").solve(list("abcde")) == list("acebd")
     assert build_task("duplicate").solve(list("ab")) == list("abab")
     assert build_task("missing_duplicate").solve(list("abca_c")) == ["b"]
-    assert build_task("parity").solve(list("1011")) == ["1"]
-    assert build_task("modular_arithmetic").solve(list("3+4-1")) == ["1"]
+    assert build_task("parity").solve(list("1011")) == list("1101")
+    assert build_task("parity", {"scratchpad": False}).solve(list("1011")) == ["1"]
+    assert build_task("modular_arithmetic").solve(list("3+4-1")) == list("321")
+    plain = build_task("modular_arithmetic", {"scratchpad": False})
+    assert plain.solve(list("3+4-1")) == ["1"]
     mult = build_task("modular_arithmetic", {"operations": "+*", "modulus": 7})
-    assert mult.solve(list("2+3*4")) == ["0"]  # 14 mod 7: * binds tighter
-    recall = build_task("associative_recall")
-    assert recall.solve(["k3", "v1", "k7", "v4", "?", "k7", "k3"]) == ["v4", "v1"]
+    assert mult.solve(list("2+3*4")) == list("250")  # 2, 5, 14 mod 7: * binds tighter
+    prompt = ["k3", "v1", "k7", "v4", "?", "k7", "k3"]
+    assert build_task("associative_recall").solve(prompt) == ["k7", "v4", "k3", "v1"]
+    values_only = build_task("associative_recall", {"echo_keys": False})
+    assert values_only.solve(prompt) == ["v4", "v1"]
     flip = build_task("flip_flop")
     assert flip.solve(list("w1i0r1w0i1r")) == ["0"]
     assert build_task("count").solve(list("acaba#a")) == ["=3"]
