@@ -253,34 +253,28 @@ def test_the_suite_runs_every_task_with_the_mission_schemes(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_rope_learns_flip_flop(tmp_path: Path) -> None:
-    """The learnability check of the suite's measured run (README, "The task suite"): the
-    default flip_flop (lengths 3..16) with the suite's model and recipe reaches >= 95%
-    in-distribution exact-match on the test sequences (it stopped at 300 steps there)."""
-    config = load_config(
-        None,
-        [
-            "data.task=flip_flop",
-            "model.position=rope",
-            "model.d_model=64",
-            "model.n_layers=3",
-            "model.n_heads=4",
-            "model.d_ff=256",
-            "train.steps=1000",
-            "train.lr=1e-3",
-            "train.min_lr=1e-4",
-            "train.eval_every=100",
-            "train.target_accuracy=0.99",
-            "train.progress=false",
-            "eval.samples=256",
-            "device=cpu",
-            "threads=1",
-            f"run_dir={tmp_path}",
-        ],
-    )
-    result = train(config)
+@pytest.mark.parametrize(
+    ("name", "scheme"),
+    [
+        ("flip_flop", "rope"),
+        ("modular_arithmetic", "rope"),
+        ("associative_recall", "learned"),
+    ],
+)
+def test_a_scheme_learns_the_task_at_its_defaults(name: str, scheme: str, tmp_path: Path) -> None:
+    """The learnability check of the suite run (README, "The task suite"), for the tasks whose
+    defaults were set by it: the run of ``configs/suite.yaml`` (default options and lengths,
+    its model and recipe, seed 0) reaches >= 95% exact-match on the test sequences at the
+    shortest, middle and longest training lengths, on average. ``count`` (``alibi``) and
+    ``parity`` (``rope``, 4700 of its 5000 steps) are left to the suite run: together they would
+    add about 4 minutes to the test suite."""
+    (run,) = expand(load_sweep(Path("configs/suite.yaml"), [f"task={name}", f"position={scheme}"]))
+    config = load_config(None, [*run.overrides, "device=cpu", f"run_dir={tmp_path}"])
+    train(config)
     model = build_model(config, torch.device("cpu"))
     model.load_state_dict(load_checkpoint(tmp_path)["model"])
     task = config.data.build_task()
-    scores = [evaluate_length(model, task, n, 256, seed=0).exact_match for n in (3, 9, 16)]
-    assert result.step <= 1000 and min(scores) >= 0.95, (result.step, scores)
+    low, high = task.train_lengths
+    lengths = (low, (low + high) // 2, high)
+    scores = [evaluate_length(model, task, n, 256, seed=0).exact_match for n in lengths]
+    assert np.mean(scores) >= 0.95, scores
