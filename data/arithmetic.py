@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,6 +45,9 @@ class FoldOptions:
             (Delétang et al. 2023). On by default: with the result alone no scheme learned
             either task in distribution (README, "The task suite").
     """
+
+    SAVED_BEFORE: ClassVar[dict[str, Any]] = {"scratchpad": False}
+    """Options added after runs were saved without them, and the value those runs used."""
 
     scratchpad: bool = True
 

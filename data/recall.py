@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,8 +44,11 @@ class RecallOptions:
             a copy of the query list; then each value is read at its key by an induction head
             (Olsson et al. 2022), as in MQAR. Without it, the value must be found from a key
             moved to the answer position by an earlier layer: the suite's recipe reached 19.4%
-            in distribution (``rope``, 3000 steps; 38.8% with one query).
+            in distribution (``rope``, 3000 steps; 35.2% with one query).
     """
+
+    SAVED_BEFORE: ClassVar[dict[str, Any]] = {"echo_keys": False}
+    """Options added after runs were saved without them, and the value those runs used."""
 
     n_keys: int = 64
     n_values: int = 16

@@ -46,15 +46,17 @@ def cell(values: list[float | None]) -> str:
     return f"{100 * interval.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
-def length_row(run: Result, length: int) -> dict[str, Any] | None:
-    """The ``lengths`` entry of ``run`` at ``length`` (None when it was not evaluated)."""
+def length_row(run: Result, length: int | None) -> dict[str, Any] | None:
+    """The ``lengths`` entry of ``run`` at ``length`` (None when it was not evaluated, or for a
+    ``length`` of None)."""
     return next((row for row in run["lengths"] if row["length"] == length), None)
 
 
-def at_multiple(run: Result, label: str) -> int:
-    """The length of multiple ``label`` (e.g. ``'2x'``) for ``run``'s training range."""
+def at_multiple(run: Result, label: str) -> int | None:
+    """The length of multiple ``label`` (e.g. ``'2x'``) for ``run``'s training range; None when
+    the run was evaluated below it (``eval.max_length_factor`` under 2 has no ``'2x'``)."""
     factor = run["config"]["eval"]["max_length_factor"]
-    return multiple_lengths(run["train_lengths"][1], factor)[label]
+    return multiple_lengths(run["train_lengths"][1], factor).get(label)
 
 
 def pair_values(runs: list[Result], where: str) -> list[float | None]:

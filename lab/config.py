@@ -16,6 +16,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -113,7 +114,8 @@ class DataConfig:
             raise ConfigError(
                 f"data.train_min_length={low} and data.train_max_length={high} are invalid; "
                 f"need {task.min_length} <= train_min_length <= train_max_length for task "
-                f"{self.task!r}"
+                f"{self.task!r} with data.options.{self.task}="
+                f"{options_dict(task.options) or '{}'}"
             )
 
     @property
@@ -133,9 +135,12 @@ class DataConfig:
 
 
 def migrate_data_keys(data_values: dict[str, Any]) -> dict[str, Any]:
-    """Saved ``data`` section of an older run with :data:`RENAMED_DATA_KEYS` moved into the
-    active task's options (a copy; dropped for a task without that option, where it did
-    nothing), so runs trained before task options existed still load."""
+    """Saved ``data`` section of an older run (a copy) that means what it meant when saved:
+    :data:`RENAMED_DATA_KEYS` moved into the active task's options (dropped for a task without
+    that option, where it did nothing), and each option the task's ``Options.SAVED_BEFORE``
+    names that the section lacks set to the value runs used before it existed (a run saved
+    before ``parity`` had ``scratchpad`` trained on the one-bit answer). A run saved by this
+    version holds every option of its task, so nothing is filled in for it."""
     values = dict(data_values)
     task = values.get("task", "svo")
     options = {k: dict(v) for k, v in (values.get("options") or {}).items()}
@@ -145,6 +150,10 @@ def migrate_data_keys(data_values: dict[str, Any]) -> dict[str, Any]:
         value, key = values.pop(old), new.rsplit(".", 1)[1]
         if task in available_tasks() and key in options_dict(task_class(task).Options()):
             options.setdefault(task, {})[key] = value
+    if task in available_tasks():
+        for key, value in getattr(task_class(task).Options, "SAVED_BEFORE", {}).items():
+            if key not in options.get(task, {}):
+                options.setdefault(task, {})[key] = value
     if options:
         values["options"] = options
     return values
@@ -322,7 +331,12 @@ class Config:
             factor = f"eval.max_length_factor={self.eval.max_length_factor}"
             asked[factor] = (round(self.eval.max_length_factor * longest), "eval.py")
         for setting, (length, where) in asked.items():
-            tokens = sequence_tokens(task, length)
+            try:
+                tokens = sequence_tokens(task, length)
+            except ValueError as error:  # a length the task's options cannot make
+                raise ConfigError(
+                    f"{setting}: {where} needs length {length}, but {error}"
+                ) from None
             if tokens > MAX_TOKENS:
                 size = f"{tokens} tokens" if length <= MAX_TOKENS else f"over {MAX_TOKENS} tokens"
                 raise ConfigError(
@@ -392,6 +406,20 @@ def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Co
         raise ConfigError(str(error)) from None
     assert isinstance(updated, Config)
     return updated
+
+
+def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
+    """Check the keys and value types of ``key=value`` overrides, without the checks that need
+    a whole config (a task's lengths, a scheme's table): for overrides that will be applied to
+    saved runs, whose tasks are not known yet.
+
+    Raises:
+        ConfigError: bad override syntax, unknown key or a value of the wrong type (one line).
+    """
+    try:
+        OmegaConf.merge(OmegaConf.structured(Config), _parse_overrides(overrides))
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
 
 
 def changed_keys(before: Config, after: Config) -> dict[str, tuple[Any, Any]]:
@@ -471,21 +499,40 @@ def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
     """``key=value`` items as a config; later items win.
 
     A value is read as YAML (``3`` an int, ``null`` None, ``[1,2]`` a list), except for a key
-    typed ``str``, which keeps the literal text: ``run_dir=007`` is the folder ``007``, not 7.
+    typed ``str`` (a config field or a task option), which keeps the literal text:
+    ``run_dir=007`` is the folder ``007``, not 7, and ``data.options.modular_arithmetic.
+    operations=*`` the text ``*``, not a YAML alias.
     """
     typed, literal = [], []
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value, e.g. model.position=rope")
-        (literal if _field_types().get(key) is str else typed).append((key, value, item))
+        text = _field_types().get(key) is str or _task_option_type(key) is str
+        (literal if text else typed).append((key, value, item))
     try:
         parsed = OmegaConf.from_dotlist([item for _, _, item in typed])
         for key, value, _ in literal:  # in the given order: the last one wins
             OmegaConf.update(parsed, key, value, force_add=True)
     except OmegaConfBaseException as error:
         raise ConfigError(_one_line(error)) from None
+    except yaml.YAMLError as error:  # a value YAML cannot read, e.g. an unquoted *
+        problem = str(error).splitlines()[0]
+        raise ConfigError(
+            f"cannot read the overrides {' '.join(item for _, _, item in typed)!r} as YAML "
+            f"({problem}); quote the value, e.g. 'key=\"*\"'"
+        ) from None
     return parsed
+
+
+def _task_option_type(key: str) -> Any:
+    """Declared type of the task option ``data.options.TASK.KEY`` (None for any other key)."""
+    parts = key.split(".")
+    if len(parts) != 4 or parts[:2] != ["data", "options"] or parts[2] not in available_tasks():
+        return None
+    options = task_class(parts[2]).Options
+    hints = get_type_hints(options)
+    return hints[parts[3]] if parts[3] in {f.name for f in fields(options)} else None
 
 
 @cache

@@ -24,9 +24,9 @@ from lab.config import (
     Config,
     ConfigError,
     EvalConfig,
+    check_overrides,
     config_from_dict,
     config_to_dict,
-    load_config,
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.probe import minimal_pair_accuracy, permutation_probe
@@ -111,7 +111,7 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
                 "eval.* settings, e.g. eval.samples=500"
             )
         keys.append(item[len("eval.") :])
-    load_config(None, overrides)  # one-line errors naming the key and the allowed keys
+    check_overrides(overrides)  # one-line errors naming the key and the allowed keys
     try:
         merged = OmegaConf.merge(OmegaConf.structured(eval_config), OmegaConf.from_dotlist(keys))
         result = OmegaConf.to_object(merged)

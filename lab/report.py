@@ -18,10 +18,12 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from data import available_tasks, task_class
+from lab.config import migrate_data_keys
 from lab.files import atomic_write, atomic_writer
 from lab.stats import t_interval
 from model.position import available_schemes
-from model.position.options import describe
+from model.position.options import describe, options_dict
 
 SCHEMA_VERSION = 2
 EVAL_NAME = "eval.json"
@@ -197,11 +199,27 @@ def evaluation_label(result: dict[str, Any]) -> str:
     return f" [{inner}]" if inner else ""
 
 
+def task_options_label(result: dict[str, Any]) -> str:
+    """The run's task options that differ from the task's defaults, e.g.
+    ``" {scratchpad=False}"``, or ``""``: runs of one task with other options (another task, in
+    effect) are never pooled as seeds of one group. A section saved before an option existed
+    reads as the value it had then (:func:`lab.config.migrate_data_keys`)."""
+    data = migrate_data_keys(result["config"]["data"])
+    task = data.get("task", result["task"])
+    if task not in available_tasks():
+        return ""
+    defaults = options_dict(task_class(task).Options())
+    saved = (data.get("options") or {}).get(task) or {}
+    changed = [f"{key}={value}" for key, value in saved.items() if defaults.get(key) != value]
+    return " {" + ", ".join(changed) + "}" if changed else ""
+
+
 def scheme_label(result: dict[str, Any]) -> str:
     """The position scheme, marked ``(bidirectional)`` for non-causal models, with its
-    :func:`evaluation_label`."""
+    :func:`task_options_label` and :func:`evaluation_label`."""
     causal = result["config"]["model"].get("causal", True)
-    return result["position"] + ("" if causal else " (bidirectional)") + evaluation_label(result)
+    marked = result["position"] + ("" if causal else " (bidirectional)")
+    return marked + task_options_label(result) + evaluation_label(result)
 
 
 def run_label(result: dict[str, Any], out_dir: str | Path | None = None) -> str:

@@ -45,7 +45,7 @@ def learning_speed_figure(results: list[Result]) -> Figure:
             for i, r in enumerate(runs):
                 if r["train_steps"] is None:
                     continue
-                learned = r["summary"]["in_dist"] >= LEARNED
+                learned = (r["summary"]["in_dist"] or 0.0) >= LEARNED  # None: not evaluated
                 offset = 0.12 * (i - (len(runs) - 1) / 2)
                 ax.plot(x + offset, r["train_steps"], "o" if learned else "x", color=f"C{x}")
         ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)

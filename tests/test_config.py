@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from data import available_tasks, build_task
+from data import available_tasks, build_task, task_options
 from lab.config import (
     Config,
     ConfigError,
@@ -276,6 +276,26 @@ def test_yaml_round_trip(overrides: list[str], tmp_path: Path) -> None:
     assert OmegaConf.to_container(OmegaConf.load(path)) == config_to_dict(config)
 
 
+@pytest.mark.parametrize(
+    ("task", "key", "old"),
+    [
+        ("parity", "scratchpad", False),
+        ("modular_arithmetic", "scratchpad", False),
+        ("associative_recall", "echo_keys", False),
+    ],
+)
+def test_runs_saved_before_an_option_existed_keep_their_task(task: str, key: str, old) -> None:
+    """A run saved before ``key`` existed trained on the task as it was (the option's old
+    value), not on the new default; a run saved now keeps the value it was trained with."""
+    values = config_to_dict(load_config(None, [f"data.task={task}"]))
+    assert values["data"]["options"][task][key] is (not old)  # the new default, saved
+    assert config_from_dict(values).data.options[task][key] is (not old)
+    del values["data"]["options"][task][key]  # as the previous version saved it
+    assert config_from_dict(values).data.options[task][key] is old
+    values["data"]["options"] = {}  # as versions before task options saved it
+    assert config_from_dict(values).data.build_task().options == task_options(task, {key: old})
+
+
 def test_incompatible_saved_config() -> None:
     values = config_to_dict(load_config())
     values["model"]["width"] = 3
@@ -388,6 +408,44 @@ def test_the_length_cap_is_4096_input_tokens_including_the_periodic_4x_evaluatio
 def test_string_settings_keep_the_literal_text(text: str) -> None:
     assert load_config(None, [f"run_dir={text}"]).run_dir == text
     assert load_config(None, [f"run_dir=runs/{text}"]).run_dir == f"runs/{text}"
+
+
+@pytest.mark.parametrize("text", ["*", "-", "*+", "+-*"])
+def test_text_task_options_keep_the_literal_text(text: str) -> None:
+    """``*`` would be a YAML alias and ``-`` a YAML list; a text option takes them as typed."""
+    overrides = [
+        "data.task=modular_arithmetic",
+        f"data.options.modular_arithmetic.operations={text}",
+    ]
+    assert load_config(None, overrides).data.options["modular_arithmetic"]["operations"] == text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["train.lr=*"],
+            "cannot read the overrides 'train.lr=*' as YAML (while scanning an alias)",
+        ),
+        (
+            [
+                "data.task=associative_recall",
+                "data.options.associative_recall.n_keys=8",
+                "data.train_max_length=8",
+            ],
+            "data.train_max_length=8: the periodic 4x evaluation needs length 32, but task "
+            "'associative_recall' needs length <= n_keys=8",
+        ),
+        (
+            ["data.task=associative_recall", "data.options.associative_recall.n_queries=3"],
+            "data.train_min_length=2 and data.train_max_length=8 are invalid; need 3 <= "
+            "train_min_length <= train_max_length for task 'associative_recall' with "
+            "data.options.associative_recall={'n_keys': 64, 'n_values': 16, 'n_queries': 3",
+        ),
+    ],
+)
+def test_errors_from_task_options_name_the_option(overrides: list[str], message: str) -> None:
+    assert one_line_error(overrides).startswith(message)
 
 
 def test_string_literals_do_not_change_how_other_types_parse() -> None:

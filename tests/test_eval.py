@@ -22,8 +22,14 @@ from data import EOS, SEP, build_task
 from data.svo import NOUNS, VERBS
 from lab.batches import EVAL_STREAM, data_rng
 from lab.checkpoint import checkpoint_path
-from lab.config import EvalConfig, load_config
-from lab.evaluation import evaluate_model, evaluate_run, load_evaluation, summarize
+from lab.config import ConfigError, EvalConfig, load_config
+from lab.evaluation import (
+    apply_eval_overrides,
+    evaluate_model,
+    evaluate_run,
+    load_evaluation,
+    summarize,
+)
 from lab.extrapolation import LengthResult, evaluate_length
 from lab.metrics import greedy_decode, score_answers
 from lab.probe import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
@@ -538,3 +544,11 @@ def test_an_eval_json_that_breaks_the_schema_is_reevaluated(run_result, trained_
     assert load_evaluation(damaged) is None
     (damaged / "eval.json").write_text("{not json")
     assert load_evaluation(damaged) is None
+
+
+def test_eval_overrides_are_checked_against_the_run_not_the_default_task():
+    """eval.py checks override keys and types up front, and lengths against each run's own
+    task: a length the default task (svo, from 3) refuses is fine for a parity run."""
+    assert apply_eval_overrides(EvalConfig(), ["eval.lengths=[2]"]).lengths == [2]
+    with pytest.raises(ConfigError, match="unknown config key 'eval.foo'; allowed keys"):
+        apply_eval_overrides(EvalConfig(), ["eval.foo=1"])

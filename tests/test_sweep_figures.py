@@ -40,3 +40,16 @@ def test_order_sensitivity_shows_pairs_in_distribution_and_at_2x():
     assert len(heights) == 10  # five schemes x (in distribution, 2x)
     assert all(0 <= h <= 1 for h in heights)
     assert sum(len(line.get_xdata()) for line in svo.lines) == 30  # 15 runs x 2 places
+
+
+def test_runs_evaluated_short_of_2x_or_outside_the_training_range_draw(tmp_path: Path):
+    """A run evaluated with eval.max_length_factor under 2 has no 2x length, and one evaluated
+    only past its training range has no in-distribution figure: both are drawn as missing."""
+    results = copy.deepcopy(RESULTS)
+    short, outside = results[0], results[1]
+    short["config"]["eval"]["max_length_factor"] = 1.5
+    outside["summary"]["in_dist"] = None
+    speed = learning_speed_figure(results)
+    order = order_sensitivity_figure(results)
+    assert len(speed.axes) == len(order.axes) == 2
+    assert save(order, tmp_path / "order.png").read_bytes()[:4] == b"\x89PNG"

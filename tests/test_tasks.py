@@ -13,6 +13,7 @@ import torch
 from conftest import tiny_config
 
 from data import EOS, PAD, available_tasks, build_task, task_class
+from lab.aggregate import groups
 from lab.batches import evaluation_set, validation_set
 from lab.checkpoint import load_checkpoint
 from lab.config import ConfigError, load_config
@@ -278,3 +279,20 @@ def test_a_scheme_learns_the_task_at_its_defaults(name: str, scheme: str, tmp_pa
     lengths = (low, (low + high) // 2, high)
     scores = [evaluate_length(model, task, n, 256, seed=0).exact_match for n in lengths]
     assert np.mean(scores) >= 0.95, scores
+
+
+def test_runs_with_other_task_options_are_grouped_apart() -> None:
+    """Runs of one task and scheme whose task options differ are two groups in every report,
+    labelled with the options that differ from the task's defaults."""
+
+    def result(options: dict, seed: int) -> dict:
+        data = {"task": "parity", "options": {"parity": options}}
+        config = {"model": {}, "data": data, "eval": {}}
+        return {"position": "rope", "task": "parity", "seed": seed, "config": config}
+
+    runs = [result({"scratchpad": True}, 0), result({"scratchpad": False}, 0)]
+    runs.append(result({"scratchpad": True}, 1))
+    grouped = groups(runs, "parity")
+    assert {k: len(v) for k, v in grouped.items()} == {"rope": 2, "rope {scratchpad=False}": 1}
+    old = result({}, 2)  # saved before the option existed: the one-bit answer
+    assert "rope {scratchpad=False}" in groups([old], "parity")
