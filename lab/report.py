@@ -204,13 +204,14 @@ def task_options_label(result: dict[str, Any]) -> str:
     ``" {scratchpad=False}"``, or ``""``: runs of one task with other options (another task, in
     effect) are never pooled as seeds of one group. A section saved before an option existed
     reads as the value it had then (:func:`lab.config.migrate_data_keys`)."""
-    data = migrate_data_keys(result["config"]["data"])
+    saved = result["config"].get("data")
+    if not saved or result["task"] not in available_tasks():
+        return ""  # a hand-made result without its data section
+    data = migrate_data_keys(saved)
     task = data.get("task", result["task"])
-    if task not in available_tasks():
-        return ""
     defaults = options_dict(task_class(task).Options())
-    saved = (data.get("options") or {}).get(task) or {}
-    changed = [f"{key}={value}" for key, value in saved.items() if defaults.get(key) != value]
+    options = (data.get("options") or {}).get(task) or {}
+    changed = [f"{key}={value}" for key, value in options.items() if defaults.get(key) != value]
     return " {" + ", ".join(changed) + "}" if changed else ""
 
 
