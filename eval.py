@@ -35,7 +35,7 @@ from lab.evaluation import (
     load_run,
 )
 from lab.files import writable_folder
-from lab.report import length_table, summary_table, write_reports
+from lab.report import length_table, scheme_label, summary_table, write_reports
 from lab.runtime import configure_threads, resolve_device
 
 ERRORS = (ConfigError, OSError, ValueError)
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     except ERRORS as error:
         return fail(error)
     if single:
-        print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {results[0]['position']}\n")
+        print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {scheme_label(results[0])}\n")
         print(length_table(results[0]))
     print()
     print(summary_table(results, out))

@@ -15,8 +15,9 @@ import shlex
 import signal
 import sys
 
-from lab.config import ConfigError, flat_keys, load_config
+from lab.config import ConfigError, config_to_dict, flat_keys, load_config
 from lab.distributed import is_main_process, leave_group, rank_prefix
+from lab.report import changed_task_options
 from lab.resume import resume_config
 from lab.runlock import RunLocked
 from lab.runtime import cpu_threads
@@ -59,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
             config = load_config(args.config, args.overrides)
         run_dir = config.run_dir
         if is_main_process():
+            task_options = changed_task_options(config_to_dict(config)["data"])
             print(
-                f"{run_dir}: {config.model.position} on {config.data.task}, "
+                f"{run_dir}: {config.model.position} on {config.data.task}{task_options}, "
                 f"{cpu_threads(config.threads)} CPU thread(s) (threads=N to change), "
                 f"precision {config.precision}",
                 flush=True,

@@ -12,7 +12,7 @@ from itertools import combinations
 from typing import Any
 
 from lab.extrapolation import multiple_lengths
-from lab.report import DASH, format_table, ordered, scheme_label
+from lab.report import DASH, format_table, ordered, scheme_label, task_options_label
 from lab.stats import Comparison, compare, t_interval
 
 HEADLINE = ("1.25x", "1.5x", "2x", "4x")
@@ -128,12 +128,16 @@ def comparison(results: list[Result], task: str, a: str, b: str, label: str) -> 
 
 def significance_lines(results: list[Result], task: str) -> list[str]:
     """One line per :data:`HEADLINE` multiple listing the significantly different scheme
-    pairs (exact McNemar p < 0.05 pooled over seeds, same sign in every seed)."""
-    schemes = list(groups(results, task))
+    pairs (exact McNemar p < 0.05 pooled over seeds, same sign in every seed). Groups whose
+    task options differ (:func:`lab.report.task_options_label`) answer different questions
+    and are not compared."""
+    grouped = groups(results, task)
+    options = {scheme: task_options_label(runs[0]) for scheme, runs in grouped.items()}
+    pairs = [(a, b) for a, b in combinations(grouped, 2) if options[a] == options[b]]
     lines = []
     for label in HEADLINE:
         found = []
-        for a, b in combinations(schemes, 2):
+        for a, b in pairs:
             c = comparison(results, task, a, b, label)
             if c is not None and c.significant:
                 winner, loser = (a, b) if c.difference > 0 else (b, a)

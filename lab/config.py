@@ -571,6 +571,11 @@ def _one_line(error: Exception) -> str:
             allowed = [f.name for f in fields(Config)]
         leaf = full_key.rsplit(".", 1)[-1]
         near = [k for k in flat_keys() if k.rsplit(".", 1)[-1] == leaf and k != full_key]
+        near += [
+            f"data.options.{t}.{leaf}"
+            for t in available_tasks()
+            if _task_option_type(f"data.options.{t}.{leaf}") is not None
+        ]
         hint = f" (did you mean {' or '.join(near)}?)" if near else ""
         return f"unknown config key {full_key!r}{hint}; allowed keys: {', '.join(allowed)}"
     if full_key:

@@ -202,13 +202,19 @@ def evaluation_label(result: dict[str, Any]) -> str:
 def task_options_label(result: dict[str, Any]) -> str:
     """The run's task options that differ from the task's defaults, e.g.
     ``" {scratchpad=False}"``, or ``""``: runs of one task with other options (another task, in
-    effect) are never pooled as seeds of one group. A section saved before an option existed
-    reads as the value it had then (:func:`lab.config.migrate_data_keys`)."""
+    effect) are never pooled as seeds of one group, nor compared as schemes."""
     saved = result["config"].get("data")
     if not saved or result["task"] not in available_tasks():
         return ""  # a hand-made result without its data section
-    data = migrate_data_keys(saved)
-    task = data.get("task", result["task"])
+    return changed_task_options(saved)
+
+
+def changed_task_options(data: dict[str, Any]) -> str:
+    """``" {scratchpad=False}"``: the options of a saved ``data`` section's task that differ
+    from the task's defaults, or ``""``. A section saved before an option existed reads as the
+    value it had then (:func:`lab.config.migrate_data_keys`)."""
+    data = migrate_data_keys(data)
+    task = data.get("task", "svo")
     defaults = options_dict(task_class(task).Options())
     options = (data.get("options") or {}).get(task) or {}
     changed = [f"{key}={value}" for key, value in options.items() if defaults.get(key) != value]

@@ -448,6 +448,12 @@ def test_errors_from_task_options_name_the_option(overrides: list[str], message:
     assert one_line_error(overrides).startswith(message)
 
 
+def test_a_bare_task_option_suggests_its_place() -> None:
+    assert one_line_error(["echo_keys=false"]).startswith(
+        "unknown config key 'echo_keys' (did you mean data.options.associative_recall.echo_keys?)"
+    )
+
+
 def test_string_literals_do_not_change_how_other_types_parse() -> None:
     config = load_config(None, ["seed=007", "train.lr=1e-3", "train.target_accuracy=null"])
     assert config.seed == 7 and config.train.lr == 1e-3 and config.train.target_accuracy is None

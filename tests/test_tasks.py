@@ -296,3 +296,31 @@ def test_runs_with_other_task_options_are_grouped_apart() -> None:
     assert {k: len(v) for k, v in grouped.items()} == {"rope": 2, "rope {scratchpad=False}": 1}
     old = result({}, 2)  # saved before the option existed: the one-bit answer
     assert "rope {scratchpad=False}" in groups([old], "parity")
+
+
+def test_runs_with_other_task_options_are_not_compared_as_schemes() -> None:
+    """Two answer forms of a task have different chance levels: a significance test between
+    them would rank the forms, not the schemes; schemes of one form are still compared."""
+    from lab.aggregate import significance_lines
+
+    def result(position: str, options: dict, correct: str) -> dict:
+        data = {"task": "parity", "options": {"parity": options}}
+        config = {"model": {}, "data": data, "eval": {"max_length_factor": 4.0}}
+        row = {"length": 24, "correct": correct}
+        return {
+            "position": position,
+            "task": "parity",
+            "seed": 0,
+            "config": config,
+            "train_lengths": [8, 12],
+            "lengths": [row],
+        }
+
+    right, wrong = "1" * 64, "0" * 64
+    runs = [
+        result("rope", {"scratchpad": False}, right),
+        result("rope", {"scratchpad": True}, wrong),
+    ]
+    runs.append(result("alibi", {"scratchpad": True}, right))
+    lines = "\n".join(significance_lines(runs, "parity"))
+    assert "alibi > rope (100.0 points" in lines and "scratchpad" not in lines
