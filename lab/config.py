@@ -152,8 +152,7 @@ def migrate_data_keys(data_values: dict[str, Any]) -> dict[str, Any]:
             options.setdefault(task, {})[key] = value
     if task in available_tasks():
         for key, value in getattr(task_class(task).Options, "SAVED_BEFORE", {}).items():
-            if key not in options.get(task, {}):
-                options.setdefault(task, {})[key] = value
+            options.setdefault(task, {}).setdefault(key, value)
     if options:
         values["options"] = options
     return values
