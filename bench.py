@@ -17,6 +17,7 @@ from lab.benchmark import ours_vs_theirs, run_benchmark
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
 from model import ModelConfig
+from model.position import available_schemes
 
 STANDARD_LENGTH = 64
 STANDARD = ModelConfig(
@@ -44,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")
     parser.add_argument("--repeats", type=int, default=20, help="timed training steps per scheme")
-    parser.add_argument("--lengths", default="64,256,1024,4096", help="evaluation lengths")
+    parser.add_argument(
+        "--lengths", default="64,256,1024,4096", help="evaluation lengths ('' for none)"
+    )
     parser.add_argument(
         "--batch-tokens",
         type=int,
@@ -56,6 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         "--precision",
         default="auto",
         help="training precision: auto (bf16 on CUDA, fp32 elsewhere), fp32 or bf16",
+    )
+    parser.add_argument(
+        "--schemes",
+        default="",
+        help="comma-separated schemes to time (default: all; none, the reference, always is)",
+    )
+    parser.add_argument("--batch", type=int, default=64, help="training batch, in sequences")
+    parser.add_argument(
+        "--compile", action="store_true", help="pass every model through torch.compile"
     )
     parser.add_argument("--out", default="bench.json", help="where to write the JSON results")
     parser.add_argument(
@@ -74,15 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         configure_threads(args.threads)
         check_precision(args.precision)
         try:
-            lengths = [int(n) for n in args.lengths.split(",")]
+            lengths = [int(n) for n in args.lengths.split(",") if n]
         except ValueError:
             raise ValueError(
                 f"--lengths={args.lengths!r} is not a comma-separated list of integers"
             ) from None
-        if args.repeats < 1 or min(lengths) < 1 or args.batch_tokens < 1:
+        if min(args.repeats, args.batch, args.batch_tokens, *lengths) < 1:
             raise ValueError(
-                f"--repeats={args.repeats}, --lengths={args.lengths} and "
+                f"--repeats={args.repeats}, --batch={args.batch}, --lengths={args.lengths} and "
                 f"--batch-tokens={args.batch_tokens} must be >= 1"
+            )
+        schemes = [name for name in args.schemes.split(",") if name]
+        unknown = [name for name in schemes if name not in available_schemes()]
+        if unknown:
+            raise ValueError(
+                f"--schemes {unknown[0]!r} is unknown; use {', '.join(available_schemes())}"
             )
         out = Path(args.out)
         if not out.parent.is_dir():  # checked before minutes of timing, not after
@@ -94,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = {}
     for name, config, batch, seq_len, eval_lengths, others in (
-        ("standard", STANDARD, 64, 64, lengths, peers),
-        ("ablation", ABLATION, 64, 24, [], None),
+        ("standard", STANDARD, args.batch, STANDARD_LENGTH, lengths, peers),
+        ("ablation", ABLATION, args.batch, 24, [], None),
     ):
         results[name] = run_benchmark(
             config,
@@ -107,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
             args.repeats,
             others,
             args.precision,
+            args.compile,
+            schemes,
         )
         r = results[name]
         print(
-            f"\n{name}: {device}, {r['threads']} threads, torch {r['torch']}, "
-            f"{r['precision']} matmul peak {r['matmul_peak_gflops']:.1f} GFLOP/s, "
-            f"batch {batch} x {seq_len}"
+            f"\n{name}: {r['device_name']}, {r['threads']} threads, torch {r['torch']}, "
+            f"{r['precision']}{', compiled' if r['compile'] else ''}, "
+            f"matmul peak {r['matmul_peak_gflops']:.1f} GFLOP/s, batch {batch} x {seq_len}"
         )
         rows = [
             [

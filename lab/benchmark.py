@@ -67,9 +67,11 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> float
 
 
 def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
-    """The best FLOP/s of a square matrix multiply (sizes 256..2048) on ``device``."""
+    """The best FLOP/s of a square matrix multiply on ``device``: sizes 256..2048 on a CPU,
+    1024..8192 on a GPU (whose peak needs large products)."""
     best = 0.0
-    for n in (256, 512, 1024, 2048):
+    sizes = (256, 512, 1024, 2048) if device.type == "cpu" else (1024, 2048, 4096, 8192)
+    for n in sizes:
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
         seconds = median_seconds(lambda a=a, b=b: _sync(device, a @ b), repeats=7, warmup=2)
@@ -106,9 +108,11 @@ def training_speed(
     model: torch.nn.Module | None = None,
     name: str | None = None,
     precision: str = "auto",
+    compile: bool = False,
 ) -> TrainSpeed:
     """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens),
-    the forward pass in ``precision`` (:func:`lab.runtime.autocast`).
+    the forward pass in ``precision`` (:func:`lab.runtime.autocast`), through
+    ``torch.compile`` if ``compile`` (compilation happens in the warm-up, untimed).
 
     ``model`` (any module mapping ``(B, T)`` token ids to ``(B, T, V)`` logits) defaults to this
     project's :class:`Transformer` for ``config``; a baseline of the same size can be passed to
@@ -117,11 +121,12 @@ def training_speed(
     torch.manual_seed(0)
     model = (model or Transformer(config)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
+    forward = compiled(model) if compile else model
     idx = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
 
     def step() -> None:
         with autocast(device, precision):
-            logits = model(idx[:, :-1])  # (B, T, V)
+            logits = forward(idx[:, :-1])  # (B, T, V)
         loss = F.cross_entropy(logits.float().flatten(0, 1), idx[:, 1:].flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -143,8 +148,11 @@ def eval_speed(
     repeats: int,
     model: torch.nn.Module | None = None,
     name: str | None = None,
+    precision: str = "auto",
+    compile: bool = False,
 ) -> EvalSpeed:
-    """Forward throughput at ``length`` with ``batch_tokens // length`` rows, and memory growth.
+    """Forward throughput at ``length`` with ``batch_tokens // length`` rows, and memory growth,
+    in ``precision`` (:func:`lab.runtime.autocast`), through ``torch.compile`` if ``compile``.
 
     ``model`` defaults to this project's :class:`Transformer` for ``config`` (a baseline that
     accepts ``length`` tokens can be passed instead). Peak memory is how far the process's peak
@@ -156,12 +164,26 @@ def eval_speed(
     """
     torch.manual_seed(0)
     model = (model or Transformer(config)).to(device).eval()
+    forward = compiled(model) if compile else model
     rows = max(1, batch_tokens // length)
     idx = torch.randint(0, config.vocab_size, (rows, length), device=device)
+
+    def run() -> None:
+        with autocast(device, precision):
+            _sync(device, forward(idx))
+
     before = reset_peak_memory(device)
-    seconds = median_seconds(lambda: _sync(device, model(idx)), repeats=repeats, warmup=1)
+    seconds = median_seconds(run, repeats=repeats, warmup=1)
     peak_mib = max(0, peak_memory(device) - before) / 2**20
     return EvalSpeed(name or config.position, length, rows, rows * length / seconds, peak_mib)
+
+
+def compiled(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``torch.compile(model)`` with dynamo's caches cleared first: models of one class share
+    the code object of ``forward``, and after 8 of them dynamo would silently run the next
+    one eagerly (its ``recompile_limit``)."""
+    torch.compiler.reset()
+    return torch.compile(model)
 
 
 def run_benchmark(
@@ -174,35 +196,49 @@ def run_benchmark(
     repeats: int = 20,
     baselines: list[Baseline] | None = None,
     precision: str = "auto",
+    compile: bool = False,
+    schemes: list[str] | None = None,
 ) -> dict:
-    """Training and evaluation figures for every registered scheme at ``config``'s size, and
-    for ``baselines`` (peer models of the same size) in the same run.
+    """Training and evaluation figures for ``schemes`` (default: every registered scheme;
+    ``none``, the reference of ``vs_none``, is always included) at ``config``'s size, and for
+    ``baselines`` (peer models of the same size; with ``schemes``, those that match one of
+    them) in the same run.
 
     Training runs in ``precision`` (:func:`lab.runtime.autocast`); MFU is then measured
-    against the matrix-multiply peak of that dtype. Every row of ``train`` and ``eval`` names
-    its ``position`` (our scheme, or the scheme a baseline matches, or None) and whether it is
-    a ``baseline``.
+    against the matrix-multiply peak of that dtype. ``compile`` passes every model, ours and
+    the baselines', through ``torch.compile``. Every row of ``train`` and ``eval`` names its
+    ``position`` (our scheme, or the scheme a baseline matches, or None) and whether it is a
+    ``baseline``.
+
+    Raises:
+        ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
     """
+    known = available_schemes()
+    unknown = [name for name in schemes or [] if name not in known]
+    if unknown:
+        raise ValueError(f"scheme {unknown[0]!r} is unknown; use {', '.join(known)}")
+    positions = [name for name in known if name == "none" or name in (schemes or known)]
+    # with a subset of schemes, only the baselines that match one of them
+    baselines = [b for b in baselines or [] if not schemes or b.position in positions]
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
-    baselines = baselines or []
+    timing = {"precision": precision, "compile": compile}
     # a discarded first measurement warms the process (allocator, thread pool), which would
     # otherwise slow whichever model comes first
-    training_speed(config, batch, seq_len, device, peak, repeats, precision=precision)
+    training_speed(config, batch, seq_len, device, peak, repeats, **timing)
     train = []
-    for position in available_schemes():
+    for position in positions:
         scheme_config = ModelConfig(**{**asdict(config), "position": position})
-        speed = training_speed(
-            scheme_config, batch, seq_len, device, peak, repeats, precision=precision
-        )
+        speed = training_speed(scheme_config, batch, seq_len, device, peak, repeats, **timing)
         train.append({**asdict(speed), "position": position, "baseline": False})
     for b in baselines:
         speed = training_speed(
-            config, batch, seq_len, device, peak, repeats, b.build(seq_len), b.name, precision
+            config, batch, seq_len, device, peak, repeats, b.build(seq_len), b.name, **timing
         )
         train.append({**asdict(speed), "position": b.position, "baseline": True})
     evals = []
+    eval_repeats = max(3, repeats // 4)
     for length in eval_lengths:
-        for position in available_schemes():
+        for position in positions:
             values = {**asdict(config), "position": position}
             if position == "learned":  # a table long enough for this length
                 learned = config.options.get("learned", {})
@@ -210,17 +246,25 @@ def run_benchmark(
                 learned = {**learned, "max_positions": rows}
                 values["options"] = {**config.options, "learned": learned}
             speed = eval_speed(
-                ModelConfig(**values), length, batch_tokens, device, max(3, repeats // 4)
+                ModelConfig(**values), length, batch_tokens, device, eval_repeats, **timing
             )
             evals.append({**asdict(speed), "position": position, "baseline": False})
         for b in baselines:
             speed = eval_speed(
-                config, length, batch_tokens, device, max(3, repeats // 4), b.build(length), b.name
+                config,
+                length,
+                batch_tokens,
+                device,
+                eval_repeats,
+                b.build(length),
+                b.name,
+                **timing,
             )
             evals.append({**asdict(speed), "position": b.position, "baseline": True})
     nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
     return {
         "device": str(device),
+        "device_name": device_name(device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": sys.version.split()[0],
@@ -228,10 +272,16 @@ def run_benchmark(
         "batch": batch,
         "seq_len": seq_len,
         "precision": precision,
+        "compile": compile,
         "matmul_peak_gflops": peak / 1e9,
         "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
         "eval": evals,
     }
+
+
+def device_name(device: torch.device) -> str:
+    """The accelerator's product name (``torch.cuda.get_device_name``), or the device type."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 def ours_vs_theirs(result: dict) -> list[dict]:
@@ -246,8 +296,8 @@ def ours_vs_theirs(result: dict) -> list[dict]:
     lengths = sorted({e["length"] for e in result["eval"]})
     rows = []
     for theirs in result["train"]:
-        if not theirs["baseline"] or theirs["position"] is None:
-            continue
+        if not theirs["baseline"] or theirs["position"] not in trained:
+            continue  # no matching scheme, or ours was not benchmarked
         name, position = theirs["name"], theirs["position"]
         rows.append(
             {
