@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             args.precision,
             args.compile,
             schemes,
+            lambda line, name=name: print(f"{name}: {line}", file=sys.stderr, flush=True),
         )
         r = results[name]
         print(

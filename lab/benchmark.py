@@ -198,6 +198,7 @@ def run_benchmark(
     precision: str = "auto",
     compile: bool = False,
     schemes: list[str] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
 ) -> dict:
     """Training and evaluation figures for ``schemes`` (default: every registered scheme;
     ``none``, the reference of ``vs_none``, is always included) at ``config``'s size, and for
@@ -208,7 +209,7 @@ def run_benchmark(
     against the matrix-multiply peak of that dtype. ``compile`` passes every model, ours and
     the baselines', through ``torch.compile``. Every row of ``train`` and ``eval`` names its
     ``position`` (our scheme, or the scheme a baseline matches, or None) and whether it is a
-    ``baseline``.
+    ``baseline``. ``progress`` receives a line per model as it is measured.
 
     Raises:
         ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
@@ -230,11 +231,13 @@ def run_benchmark(
         scheme_config = ModelConfig(**{**asdict(config), "position": position})
         speed = training_speed(scheme_config, batch, seq_len, device, peak, repeats, **timing)
         train.append({**asdict(speed), "position": position, "baseline": False})
+        progress(f"train {speed.name}: {speed.tokens_per_s:,.0f} tok/s, MFU {speed.mfu:.1%}")
     for b in baselines:
         speed = training_speed(
             config, batch, seq_len, device, peak, repeats, b.build(seq_len), b.name, **timing
         )
         train.append({**asdict(speed), "position": b.position, "baseline": True})
+        progress(f"train {speed.name}: {speed.tokens_per_s:,.0f} tok/s, MFU {speed.mfu:.1%}")
     evals = []
     eval_repeats = max(3, repeats // 4)
     for length in eval_lengths:
@@ -249,6 +252,7 @@ def run_benchmark(
                 ModelConfig(**values), length, batch_tokens, device, eval_repeats, **timing
             )
             evals.append({**asdict(speed), "position": position, "baseline": False})
+            progress(f"eval {speed.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
         for b in baselines:
             speed = eval_speed(
                 config,
@@ -261,6 +265,7 @@ def run_benchmark(
                 **timing,
             )
             evals.append({**asdict(speed), "position": b.position, "baseline": True})
+            progress(f"eval {speed.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
     nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
     return {
         "device": str(device),
