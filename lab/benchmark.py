@@ -56,14 +56,28 @@ class EvalSpeed:
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> float:
     """Median wall time of ``fn()`` over ``repeats`` calls after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
+    return interleaved_seconds([fn], repeats, warmup)[0]
+
+
+def interleaved_seconds(fns: list[Callable[[], object]], repeats: int, warmup: int) -> list[float]:
+    """Median wall time of each ``fn()``, timed in ``repeats`` rounds of one call each, after
+    ``warmup`` calls of each.
+
+    Rounds put every function under the same conditions: a machine whose speed drifts (other
+    processes, clocks, a growing allocator) slows all of them alike, where timing them one
+    after another charged the drift to whichever ran at a bad moment (measured: the first
+    model timed on a 2-core VM ran 0.85x the same model timed later).
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, spent in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) for spent in times]
 
 
 def matmul_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
@@ -98,31 +112,25 @@ def flops_per_token(
     return 6 * n + 12 * attention if training else 2 * n + 4 * attention
 
 
-def training_speed(
-    config: ModelConfig,
+def training_step(
+    model: torch.nn.Module,
+    vocab_size: int,
     batch: int,
     seq_len: int,
     device: torch.device,
-    peak: float,
-    repeats: int,
-    model: torch.nn.Module | None = None,
-    name: str | None = None,
     precision: str = "auto",
     compile: bool = False,
-) -> TrainSpeed:
-    """Median forward + backward + AdamW step on random tokens (next-token loss on all tokens),
-    the forward pass in ``precision`` (:func:`lab.runtime.autocast`), through
-    ``torch.compile`` if ``compile`` (compilation happens in the warm-up, untimed).
+) -> Callable[[], None]:
+    """One forward + backward + AdamW step (fused on CUDA) on fixed random tokens, next-token
+    loss on all tokens, the forward pass in ``precision`` (:func:`lab.runtime.autocast`) and
+    through ``torch.compile`` if ``compile`` (it compiles on the first call).
 
-    ``model`` (any module mapping ``(B, T)`` token ids to ``(B, T, V)`` logits) defaults to this
-    project's :class:`Transformer` for ``config``; a baseline of the same size can be passed to
-    compare in the same run.
+    Args:
+        model: any module mapping token ids ``(B, T)`` to logits ``(B, T, V)``, on ``device``.
     """
-    torch.manual_seed(0)
-    model = (model or Transformer(config)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device.type == "cuda")
-    forward = compiled(model) if compile else model
-    idx = torch.randint(0, config.vocab_size, (batch, seq_len + 1), device=device)
+    forward = torch.compile(model) if compile else model
+    idx = torch.randint(0, vocab_size, (batch, seq_len + 1), device=device)  # (B, T + 1)
 
     def step() -> None:
         with autocast(device, precision):
@@ -133,57 +141,91 @@ def training_speed(
         optimizer.step()
         _sync(device, loss)
 
-    seconds = median_seconds(step, repeats=repeats, warmup=3)
-    tokens_per_s = batch * seq_len / seconds
-    mfu = tokens_per_s * flops_per_token(model, config, seq_len, training=True) / peak
-    return TrainSpeed(name or config.position, tokens_per_s, 1000 * seconds, mfu)
+    return step
 
 
-@torch.inference_mode()
+def eval_pass(
+    model: torch.nn.Module,
+    vocab_size: int,
+    length: int,
+    batch_tokens: int,
+    device: torch.device,
+    precision: str = "auto",
+    compile: bool = False,
+) -> tuple[int, Callable[[], None]]:
+    """A forward pass (inference mode) over ``batch_tokens // length`` rows (at least one) of
+    ``length`` random tokens, in ``precision``, through ``torch.compile`` if ``compile``.
+
+    Returns:
+        ``(rows, run)``.
+    """
+    model = model.eval()
+    forward = torch.compile(model) if compile else model
+    rows = max(1, batch_tokens // length)
+    idx = torch.randint(0, vocab_size, (rows, length), device=device)  # (B, T)
+
+    @torch.inference_mode()
+    def run() -> None:
+        with autocast(device, precision):
+            _sync(device, forward(idx))
+
+    return rows, run
+
+
 def eval_speed(
     config: ModelConfig,
     length: int,
     batch_tokens: int,
     device: torch.device,
     repeats: int,
-    model: torch.nn.Module | None = None,
-    name: str | None = None,
     precision: str = "auto",
-    compile: bool = False,
 ) -> EvalSpeed:
-    """Forward throughput at ``length`` with ``batch_tokens // length`` rows, and memory growth,
-    in ``precision`` (:func:`lab.runtime.autocast`), through ``torch.compile`` if ``compile``.
+    """Forward throughput of this project's :class:`Transformer` for ``config`` at ``length``
+    (:func:`eval_pass`, median of ``repeats`` after one warm-up), and its memory growth.
 
-    ``model`` defaults to this project's :class:`Transformer` for ``config`` (a baseline that
-    accepts ``length`` tokens can be passed instead). Peak memory is how far the process's peak
-    resident set rises above its size before these forward passes (CPU; on Linux the peak is
-    reset first through ``/proc/self/clear_refs``, elsewhere the figure only counts growth past
-    the process's earlier peak), or the growth of ``torch.cuda.max_memory_allocated`` (CUDA).
-    Linux reads its resident-set counters from per-CPU caches, so the CPU figure is approximate
-    by a few hundred KiB; growth below that reads as 0, never as negative.
+    Peak memory is how far the process's peak resident set rises above its size before these
+    forward passes (CPU; on Linux the peak is reset first through ``/proc/self/clear_refs``,
+    elsewhere the figure only counts growth past the process's earlier peak), or the growth of
+    ``torch.cuda.max_memory_allocated`` (CUDA). Linux reads its resident-set counters from
+    per-CPU caches, so the CPU figure is approximate by a few hundred KiB; growth below that
+    reads as 0, never as negative. Run it in a fresh process for a figure that earlier models
+    in the same process cannot lower.
     """
     torch.manual_seed(0)
-    model = (model or Transformer(config)).to(device).eval()
-    forward = compiled(model) if compile else model
-    rows = max(1, batch_tokens // length)
-    idx = torch.randint(0, config.vocab_size, (rows, length), device=device)
-
-    def run() -> None:
-        with autocast(device, precision):
-            _sync(device, forward(idx))
-
+    model = Transformer(config).to(device)
+    rows, run = eval_pass(model, config.vocab_size, length, batch_tokens, device, precision)
     before = reset_peak_memory(device)
     seconds = median_seconds(run, repeats=repeats, warmup=1)
     peak_mib = max(0, peak_memory(device) - before) / 2**20
-    return EvalSpeed(name or config.position, length, rows, rows * length / seconds, peak_mib)
+    return EvalSpeed(config.position, length, rows, rows * length / seconds, peak_mib)
 
 
-def compiled(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``torch.compile(model)`` with dynamo's caches cleared first: models of one class share
-    the code object of ``forward``, and after 8 of them dynamo would silently run the next
-    one eagerly (its ``recompile_limit``)."""
-    torch.compiler.reset()
-    return torch.compile(model)
+@dataclass(frozen=True)
+class Entry:
+    """One model of a benchmark run: its row label, the scheme of ours it is or matches (or
+    None), whether it is a peer's, and ``build(max_length)``, which returns a fresh model that
+    accepts ``max_length`` tokens."""
+
+    name: str
+    position: str | None
+    baseline: bool
+    build: Callable[[int], torch.nn.Module]
+
+
+def our_model(config: ModelConfig, position: str) -> Callable[[int], torch.nn.Module]:
+    """``build(max_length)`` for this project's model with ``position`` at ``config``'s size,
+    seeded with 0; a learned table gets at least ``max_length`` rows."""
+
+    def build(max_length: int) -> torch.nn.Module:
+        values = {**asdict(config), "position": position}
+        if position == "learned":
+            learned = config.options.get("learned", {})
+            rows = max(learned.get("max_positions", 0), max_length)
+            values["options"] = {**config.options, "learned": {**learned, "max_positions": rows}}
+        torch.manual_seed(0)
+        return Transformer(ModelConfig(**values))
+
+    return build
 
 
 def run_benchmark(
@@ -221,51 +263,29 @@ def run_benchmark(
     positions = [name for name in known if name == "none" or name in (schemes or known)]
     # with a subset of schemes, only the baselines that match one of them
     baselines = [b for b in baselines or [] if not schemes or b.position in positions]
+    entries = [Entry(p, p, False, our_model(config, p)) for p in positions]
+    entries += [Entry(b.name, b.position, True, b.build) for b in baselines]
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
-    timing = {"precision": precision, "compile": compile}
-    # a discarded first measurement warms the process (allocator, thread pool), which would
-    # otherwise slow whichever model comes first
-    training_speed(config, batch, seq_len, device, peak, repeats, **timing)
-    train = []
-    for position in positions:
-        scheme_config = ModelConfig(**{**asdict(config), "position": position})
-        speed = training_speed(scheme_config, batch, seq_len, device, peak, repeats, **timing)
-        train.append({**asdict(speed), "position": position, "baseline": False})
-        progress(f"train {speed.name}: {speed.tokens_per_s:,.0f} tok/s, MFU {speed.mfu:.1%}")
-    for b in baselines:
-        speed = training_speed(
-            config, batch, seq_len, device, peak, repeats, b.build(seq_len), b.name, **timing
+    # every model of one class shares the code of its forward; dynamo compiles it for each
+    # instance and, past its recompile_limit (8), would run the rest eagerly without a word
+    limit = torch._dynamo.config.patch(recompile_limit=4 * len(entries))
+    with limit if compile else contextlib.nullcontext():
+        train = training_rows(
+            entries, config, batch, seq_len, device, peak, repeats, precision, compile, progress
         )
-        train.append({**asdict(speed), "position": b.position, "baseline": True})
-        progress(f"train {speed.name}: {speed.tokens_per_s:,.0f} tok/s, MFU {speed.mfu:.1%}")
-    evals = []
-    eval_repeats = max(3, repeats // 4)
-    for length in eval_lengths:
-        for position in positions:
-            values = {**asdict(config), "position": position}
-            if position == "learned":  # a table long enough for this length
-                learned = config.options.get("learned", {})
-                rows = max(learned.get("max_positions", 0), length)
-                learned = {**learned, "max_positions": rows}
-                values["options"] = {**config.options, "learned": learned}
-            speed = eval_speed(
-                ModelConfig(**values), length, batch_tokens, device, eval_repeats, **timing
-            )
-            evals.append({**asdict(speed), "position": position, "baseline": False})
-            progress(f"eval {speed.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
-        for b in baselines:
-            speed = eval_speed(
+        evals = []
+        for length in eval_lengths:
+            evals += eval_rows(
+                entries,
                 config,
                 length,
                 batch_tokens,
                 device,
-                eval_repeats,
-                b.build(length),
-                b.name,
-                **timing,
+                max(3, repeats // 4),
+                precision,
+                compile,
+                progress,
             )
-            evals.append({**asdict(speed), "position": b.position, "baseline": True})
-            progress(f"eval {speed.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
     nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
     return {
         "device": str(device),
@@ -282,6 +302,70 @@ def run_benchmark(
         "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
         "eval": evals,
     }
+
+
+def training_rows(
+    entries: list[Entry],
+    config: ModelConfig,
+    batch: int,
+    seq_len: int,
+    device: torch.device,
+    peak: float,
+    repeats: int,
+    precision: str,
+    compile: bool,
+    progress: Callable[[str], None],
+) -> list[dict]:
+    """:class:`TrainSpeed` of every entry (as dicts, with ``position`` and ``baseline``), the
+    steps of all timed in interleaved rounds (:func:`interleaved_seconds`, 3 warm-up steps)."""
+    models = [e.build(seq_len).to(device) for e in entries]
+    steps = [
+        training_step(m, config.vocab_size, batch, seq_len, device, precision, compile)
+        for m in models
+    ]
+    seconds = interleaved_seconds(steps, repeats, warmup=3)
+    rows = []
+    for entry, model, spent in zip(entries, models, seconds, strict=True):
+        tokens_per_s = batch * seq_len / spent
+        mfu = tokens_per_s * flops_per_token(model, config, seq_len, training=True) / peak
+        speed = TrainSpeed(entry.name, tokens_per_s, 1000 * spent, mfu)
+        rows.append({**asdict(speed), "position": entry.position, "baseline": entry.baseline})
+        progress(f"train {entry.name}: {tokens_per_s:,.0f} tok/s, MFU {mfu:.1%}")
+    return rows
+
+
+def eval_rows(
+    entries: list[Entry],
+    config: ModelConfig,
+    length: int,
+    batch_tokens: int,
+    device: torch.device,
+    repeats: int,
+    precision: str,
+    compile: bool,
+    progress: Callable[[str], None],
+) -> list[dict]:
+    """:class:`EvalSpeed` of every entry at ``length`` (as dicts, with ``position`` and
+    ``baseline``). Each model's first pass, alone, gives its peak memory (see
+    :func:`eval_speed`) and warms it up; then the passes of all are timed in interleaved
+    rounds (:func:`interleaved_seconds`)."""
+    runs, peaks = [], []
+    for entry in entries:
+        model = entry.build(length).to(device)
+        rows, run = eval_pass(
+            model, config.vocab_size, length, batch_tokens, device, precision, compile
+        )
+        before = reset_peak_memory(device)
+        run()
+        peaks.append(max(0, peak_memory(device) - before) / 2**20)
+        runs.append(run)
+    seconds = interleaved_seconds(runs, repeats, warmup=0)
+    result = []
+    for entry, spent, peak_mib in zip(entries, seconds, peaks, strict=True):
+        speed = EvalSpeed(entry.name, length, rows, rows * length / spent, peak_mib)
+        result.append({**asdict(speed), "position": entry.position, "baseline": entry.baseline})
+        progress(f"eval {entry.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
+    return result
 
 
 def device_name(device: torch.device) -> str:

@@ -12,7 +12,13 @@ import bench
 from lab import bench_report
 from lab.baselines import XTRANSFORMERS_OPTIONS, baselines
 from lab.bench_report import scheme_table
-from lab.benchmark import flops_per_token, matmul_params, ours_vs_theirs, run_benchmark
+from lab.benchmark import (
+    flops_per_token,
+    interleaved_seconds,
+    matmul_params,
+    ours_vs_theirs,
+    run_benchmark,
+)
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
@@ -81,6 +87,25 @@ def test_x_transformers_baselines_match_our_size_and_scheme_names():
         assert matmul_params(model) == ours - 16 * 32, b.name
 
 
+def test_interleaved_seconds_warms_each_then_times_in_rounds():
+    calls = []
+    fns = [lambda name=name: calls.append(name) for name in "abc"]
+    medians = interleaved_seconds(fns, repeats=3, warmup=2)
+    assert calls == list("aabbcc") + list("abc") * 3
+    assert len(medians) == 3 and all(0 <= m < 0.1 for m in medians)
+
+
+def test_a_subset_of_schemes_keeps_none_and_the_matching_peers():
+    tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64)
+    peers = baselines(tiny, ["x-transformers"])
+    result = run_benchmark(tiny, 2, 8, [16], 32, torch.device("cpu"), 1, peers, schemes=["alibi"])
+    names = ["none", "alibi", "x-transformers none", "x-transformers alibi"]
+    assert [t["name"] for t in result["train"]] == names
+    assert [e["name"] for e in result["eval"]] == names
+    with pytest.raises(ValueError, match="scheme 'alibj' is unknown; use none, learned"):
+        run_benchmark(tiny, 2, 8, [], 32, torch.device("cpu"), 1, schemes=["alibj"])
+
+
 @pytest.mark.slow
 def test_ours_vs_theirs_pairs_each_baseline_with_its_scheme():
     tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64)
@@ -108,6 +133,8 @@ def test_an_unknown_baseline_library_is_one_line():
     [
         (["--out", "/no/such/folder/bench.json"], "folder '/no/such/folder' does not exist"),
         (["--batch-tokens", "0"], "--batch-tokens=0 must be >= 1"),
+        (["--batch", "0"], "--batch=0,"),
+        (["--schemes", "rope,alibj"], "--schemes 'alibj' is unknown; use none, learned"),
     ],
 )
 def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsys):
