@@ -251,7 +251,8 @@ def run_benchmark(
     against the matrix-multiply peak of that dtype. ``compile`` passes every model, ours and
     the baselines', through ``torch.compile``. Every row of ``train`` and ``eval`` names its
     ``position`` (our scheme, or the scheme a baseline matches, or None) and whether it is a
-    ``baseline``. ``progress`` receives a line per model as it is measured.
+    ``baseline``. ``progress`` receives a line per model as it is measured. Training is timed
+    in ``repeats`` interleaved rounds, evaluation at each length in ``max(5, repeats // 2)``.
 
     Raises:
         ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
@@ -281,7 +282,7 @@ def run_benchmark(
                 length,
                 batch_tokens,
                 device,
-                max(3, repeats // 4),
+                max(5, repeats // 2),
                 precision,
                 compile,
                 progress,

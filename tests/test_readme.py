@@ -112,10 +112,13 @@ def test_readme_version_2_table_is_the_committed_reports() -> None:
     assert report[start : start + len(rows)] == rows
 
 
-def test_readme_benchmark_tables_match_the_committed_json() -> None:
-    results = json.loads((README.parent / "docs" / "bench_cpu.json").read_text())
+@pytest.mark.parametrize(
+    "name", ["bench_cpu", "bench_cuda", "bench_cuda_b1024", "bench_cuda_compiled"]
+)
+def test_readme_benchmark_tables_match_the_committed_json(name) -> None:
+    results = json.loads((README.parent / "docs" / f"{name}.json").read_text())
     text = README.read_text()
-    stale = "README.md's benchmark is stale: paste python -m lab.bench_report docs/bench_cpu.json"
+    stale = f"README.md's benchmark is stale: paste python -m lab.bench_report docs/{name}.json"
     assert scheme_table(results) in text, stale
     assert peer_table(results) in text, stale
 
