@@ -18,8 +18,9 @@ from lab.report import format_table
 def scheme_table(results: dict) -> str:
     """Per scheme: training tokens/s, MFU and ratio to NoPE at the standard size and at the
     ablation's size; evaluation tokens/s at the two longest lengths and the longest one's ratio
-    to NoPE, where evaluation was measured. (Peak memory stays in the JSON: in one process, memory freed by an earlier model
-    is reused without raising the resident set, so it is measured in fresh processes instead.)"""
+    to NoPE, where evaluation was measured. (Peak memory stays in the JSON: in one process,
+    memory freed by an earlier model is reused without raising the resident set, so it is
+    measured in fresh processes instead.)"""
     standard, ablation = results["standard"], results["ablation"]
     lengths = sorted({e["length"] for e in standard["eval"]})[-2:]
     ours = {(e["name"], e["length"]): e["tokens_per_s"] for e in standard["eval"]}

@@ -15,6 +15,7 @@ skip about half of it.
 from __future__ import annotations
 
 import contextlib
+import random
 import resource
 import statistics
 import sys
@@ -60,23 +61,26 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> float
 
 
 def interleaved_seconds(fns: list[Callable[[], object]], repeats: int, warmup: int) -> list[float]:
-    """Median wall time of each ``fn()``, timed in ``repeats`` rounds of one call each, after
-    ``warmup`` calls of each.
+    """Median wall time of each ``fn()``, timed in ``repeats`` rounds of one call each (in a
+    shuffled order, the same for every run), after ``warmup`` calls of each.
 
     Rounds put every function under the same conditions: a machine whose speed drifts (other
     processes, clocks, a growing allocator) slows all of them alike, where timing them one
     after another charged the drift to whichever ran at a bad moment (measured: the first
-    model timed on a 2-core VM ran 0.85x the same model timed later).
+    model timed on a 2-core VM ran 0.85x the same model timed later). The order changes from
+    round to round because a call can slow the next one (measured: at 4096 tokens, in a fixed
+    order, the models timed right after those that allocate gigabytes ran 0.75x).
     """
     for fn in fns:
         for _ in range(warmup):
             fn()
     times: list[list[float]] = [[] for _ in fns]
+    order = random.Random(0)
     for _ in range(repeats):
-        for fn, spent in zip(fns, times, strict=True):
+        for i in order.sample(range(len(fns)), len(fns)):
             start = time.perf_counter()
-            fn()
-            spent.append(time.perf_counter() - start)
+            fns[i]()
+            times[i].append(time.perf_counter() - start)
     return [statistics.median(spent) for spent in times]
 
 

@@ -87,12 +87,15 @@ def test_x_transformers_baselines_match_our_size_and_scheme_names():
         assert matmul_params(model) == ours - 16 * 32, b.name
 
 
-def test_interleaved_seconds_warms_each_then_times_in_rounds():
+def test_interleaved_seconds_warms_each_then_times_in_shuffled_rounds():
     calls = []
-    fns = [lambda name=name: calls.append(name) for name in "abc"]
+    fns = [lambda name=name: calls.append(name) for name in "abcde"]
     medians = interleaved_seconds(fns, repeats=3, warmup=2)
-    assert calls == list("aabbcc") + list("abc") * 3
-    assert len(medians) == 3 and all(0 <= m < 0.1 for m in medians)
+    assert calls[:10] == list("aabbccddee")
+    rounds = [calls[10:15], calls[15:20], calls[20:25]]
+    assert all(sorted(r) == list("abcde") for r in rounds)  # each round calls each once
+    assert len({tuple(r) for r in rounds}) > 1  # in changing orders
+    assert len(medians) == 5 and all(0 <= m < 0.1 for m in medians)
 
 
 def test_a_subset_of_schemes_keeps_none_and_the_matching_peers():
