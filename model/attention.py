@@ -106,7 +106,7 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         b, t, d = x.shape
         qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]  # each (B, H, T, Dh)
+        q, k, v = qkv.unbind(0)  # each (B, H, T, Dh); one stack in backward, not 3 zero-fills
         scores = context.position.layer(self.index, q, k, context.state)
         scale = None if scores.scale is None else scores.scale * q.shape[-1] ** -0.5
         if context.blocks is None:
