@@ -12,8 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from lab.baselines import LIBRARIES, baselines
+import torch
+
+from lab.baselines import LIBRARIES, Baseline, baselines
 from lab.benchmark import ours_vs_theirs, run_benchmark
+from lab.files import atomic_write, writable_folder
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
 from model import ModelConfig
@@ -44,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")
-    parser.add_argument("--repeats", type=int, default=20, help="timed training steps per scheme")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=20,
+        help="interleaved rounds timed: training steps per model (evaluation passes: "
+        "max(5, repeats // 2))",
+    )
     parser.add_argument(
         "--lengths", default="64,256,1024,4096", help="evaluation lengths ('' for none)"
     )
@@ -86,30 +95,58 @@ def main(argv: list[str] | None = None) -> int:
         configure_threads(args.threads)
         check_precision(args.precision)
         try:
-            lengths = [int(n) for n in args.lengths.split(",") if n]
+            lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
         except ValueError:
             raise ValueError(
                 f"--lengths={args.lengths!r} is not a comma-separated list of integers"
             ) from None
-        if min(args.repeats, args.batch, args.batch_tokens, *lengths) < 1:
-            raise ValueError(
-                f"--repeats={args.repeats}, --batch={args.batch}, --lengths={args.lengths} and "
-                f"--batch-tokens={args.batch_tokens} must be >= 1"
-            )
-        schemes = [name for name in args.schemes.split(",") if name]
+        counts = {"--repeats": [args.repeats], "--batch": [args.batch], "--lengths": lengths}
+        counts["--batch-tokens"] = [args.batch_tokens]
+        for flag, values in counts.items():
+            if values and min(values) < 1:
+                raise ValueError(f"{flag}={min(values)} is invalid; it must be >= 1")
+        schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
         unknown = [name for name in schemes if name not in available_schemes()]
         if unknown:
             raise ValueError(
                 f"--schemes {unknown[0]!r} is unknown; use {', '.join(available_schemes())}"
             )
         out = Path(args.out)
-        if not out.parent.is_dir():  # checked before minutes of timing, not after
-            raise ValueError(f"--out={args.out}: folder {str(out.parent)!r} does not exist")
+        # checked before minutes of timing, not after
+        if not args.out or out.is_dir():
+            raise ValueError(f"--out={args.out!r} must name a file, not a folder")
+        if not out.parent.is_dir():
+            parent = repr(str(out.parent))
+            why = (
+                f"{parent} is not a folder"
+                if out.parent.exists()
+                else f"folder {parent} does not exist"
+            )
+            raise ValueError(f"--out={args.out}: {why}")
+        writable_folder(out.parent)
         libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
         peers = baselines(STANDARD, libraries)
-    except (ValueError, ImportError) as error:
+    except (ValueError, ImportError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    try:
+        results = measure(args, device, lengths, schemes, peers)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
+        return 130
+    atomic_write(out, json.dumps(results, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def measure(
+    args: argparse.Namespace,
+    device: torch.device,
+    lengths: list[int],
+    schemes: list[str],
+    peers: list[Baseline],
+) -> dict:
+    """Run the benchmark at both sizes, print its tables, and return the results by size."""
     results = {}
     for name, config, batch, seq_len, eval_lengths, others in (
         ("standard", STANDARD, args.batch, STANDARD_LENGTH, lengths, peers),
@@ -168,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             print("\nours / theirs (tokens/s, same run):")
             print(format_table(heads, rows))
-    Path(args.out).write_text(json.dumps(results, indent=2))
-    print(f"\nwrote {args.out}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":

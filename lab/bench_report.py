@@ -97,9 +97,10 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as error:
         print(f"error: {argv[0]}: {error}", file=sys.stderr)
         return 2
-    except (KeyError, TypeError, StopIteration) as error:
+    except (KeyError, TypeError, StopIteration, ZeroDivisionError, RecursionError) as error:
+        what = f"missing {error}" if isinstance(error, KeyError) else type(error).__name__
         print(
-            f"error: {argv[0]} is not a bench.py JSON of this version (missing {error}); "
+            f"error: {argv[0]} is not a bench.py JSON of this version ({what}); "
             "re-run python bench.py",
             file=sys.stderr,
         )

@@ -60,7 +60,12 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int) -> float
     return interleaved_seconds([fn], repeats, warmup)[0]
 
 
-def interleaved_seconds(fns: list[Callable[[], object]], repeats: int, warmup: int) -> list[float]:
+def interleaved_seconds(
+    fns: list[Callable[[], object]],
+    repeats: int,
+    warmup: int,
+    warmed: Callable[[int], None] = lambda i: None,
+) -> list[float]:
     """Median wall time of each ``fn()``, timed in ``repeats`` rounds of one call each (in a
     shuffled order, the same for every run), after ``warmup`` calls of each.
 
@@ -70,10 +75,12 @@ def interleaved_seconds(fns: list[Callable[[], object]], repeats: int, warmup: i
     model timed on a 2-core VM ran 0.85x the same model timed later). The order changes from
     round to round because a call can slow the next one (measured: at 4096 tokens, in a fixed
     order, the models timed right after those that allocate gigabytes ran 0.75x).
+    ``warmed(i)`` is called once ``fns[i]`` is warmed up.
     """
-    for fn in fns:
+    for i, fn in enumerate(fns):
         for _ in range(warmup):
             fn()
+        warmed(i)
     times: list[list[float]] = [[] for _ in fns]
     order = random.Random(0)
     for _ in range(repeats):
@@ -272,8 +279,11 @@ def run_benchmark(
     entries += [Entry(b.name, b.position, True, b.build) for b in baselines]
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
     # every model of one class shares the code of its forward; dynamo compiles it for each
-    # instance and, past its recompile_limit (8), would run the rest eagerly without a word
-    limit = torch._dynamo.config.patch(recompile_limit=4 * len(entries))
+    # instance and, past its recompile_limit (8), would run the rest eagerly with only a
+    # warning: each phase starts from empty caches with room for all, and a miss is an error
+    limit = torch._dynamo.config.patch(
+        recompile_limit=4 * len(entries), fail_on_recompile_limit_hit=True
+    )
     with limit if compile else contextlib.nullcontext():
         train = training_rows(
             entries, config, batch, seq_len, device, peak, repeats, precision, compile, progress
@@ -323,12 +333,15 @@ def training_rows(
 ) -> list[dict]:
     """:class:`TrainSpeed` of every entry (as dicts, with ``position`` and ``baseline``), the
     steps of all timed in interleaved rounds (:func:`interleaved_seconds`, 3 warm-up steps)."""
+    torch.compiler.reset()  # a compiled run: this phase's models alone fill dynamo's caches
     models = [e.build(seq_len).to(device) for e in entries]
     steps = [
         training_step(m, config.vocab_size, batch, seq_len, device, precision, compile)
         for m in models
     ]
-    seconds = interleaved_seconds(steps, repeats, warmup=3)
+    seconds = interleaved_seconds(
+        steps, repeats, 3, lambda i: progress(f"train {entries[i].name}: warmed up")
+    )
     rows = []
     for entry, model, spent in zip(entries, models, seconds, strict=True):
         tokens_per_s = batch * seq_len / spent
@@ -354,6 +367,7 @@ def eval_rows(
     ``baseline``). Each model's first pass, alone, gives its peak memory (see
     :func:`eval_speed`) and warms it up; then the passes of all are timed in interleaved
     rounds (:func:`interleaved_seconds`)."""
+    torch.compiler.reset()  # as in training_rows
     runs, peaks = [], []
     for entry in entries:
         model = entry.build(length).to(device)
@@ -364,6 +378,7 @@ def eval_rows(
         run()
         peaks.append(max(0, peak_memory(device) - before) / 2**20)
         runs.append(run)
+        progress(f"eval {entry.name} at {length}: warmed up")
     seconds = interleaved_seconds(runs, repeats, warmup=0)
     result = []
     for entry, spent, peak_mib in zip(entries, seconds, peaks, strict=True):

@@ -135,8 +135,11 @@ def test_an_unknown_baseline_library_is_one_line():
     ("argv", "message"),
     [
         (["--out", "/no/such/folder/bench.json"], "folder '/no/such/folder' does not exist"),
-        (["--batch-tokens", "0"], "--batch-tokens=0 must be >= 1"),
-        (["--batch", "0"], "--batch=0,"),
+        (["--batch-tokens", "0"], "--batch-tokens=0 is invalid; it must be >= 1"),
+        (["--batch", "0"], "--batch=0 is invalid; it must be >= 1"),
+        (["--lengths", "256,0"], "--lengths=0 is invalid; it must be >= 1"),
+        (["--out", "/tmp"], "--out='/tmp' must name a file, not a folder"),
+        (["--out", "README.md/x.json"], "--out=README.md/x.json: 'README.md' is not a folder"),
         (["--schemes", "rope,alibj"], "--schemes 'alibj' is unknown; use none, learned"),
     ],
 )
@@ -157,7 +160,26 @@ def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == scheme_table(results)
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"standard": {"train": [{"position": "none"}]}}))
-    for path, message in ((old, "not a bench.py JSON of this version"), (tmp_path, "error:")):
+    for row in results["standard"]["eval"]:
+        row["tokens_per_s"] = 0.0  # NoPE's too: a ratio to it cannot be formed
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps(results))
+    for path, message in (
+        (old, "not a bench.py JSON of this version (missing"),
+        (zero, "not a bench.py JSON of this version (ZeroDivisionError)"),
+        (tmp_path, "error:"),
+    ):
         assert bench_report.main([str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err
+
+
+def test_ctrl_c_during_a_benchmark_writes_nothing(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "run_benchmark", interrupted)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--out", str(out), "--threads", "1"]) == 130
+    assert not out.exists()
+    assert capsys.readouterr().err.strip() == f"interrupted: nothing written to {out}"
