@@ -86,8 +86,12 @@ def peer_table(results: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """Print both tables for the JSON file named in ``argv``."""
+    usage = "usage: python -m lab.bench_report BENCH_JSON"
+    if argv in (["-h"], ["--help"]):
+        print(f"{usage}\n\n{__doc__.strip()}")
+        return 0
     if len(argv) != 1:
-        print("usage: python -m lab.bench_report BENCH_JSON", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     try:
         results = json.loads(Path(argv[0]).read_text())

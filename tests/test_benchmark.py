@@ -149,6 +149,11 @@ def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsy
     assert err.count("\n") == 1 and message in err
 
 
+def test_bench_report_help_is_usage_not_a_file_name(capsys):
+    assert bench_report.main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m lab.bench_report BENCH_JSON")
+
+
 def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):
     results = json.loads((ROOT / "docs" / "bench_cpu.json").read_text())
     for size in ("standard", "ablation"):
