@@ -289,6 +289,7 @@ def run_benchmark(
             entries, config, batch, seq_len, device, peak, repeats, precision, compile, progress
         )
         evals = []
+        eval_repeats = max(5, repeats // 2)
         for length in eval_lengths:
             evals += eval_rows(
                 entries,
@@ -296,7 +297,7 @@ def run_benchmark(
                 length,
                 batch_tokens,
                 device,
-                max(5, repeats // 2),
+                eval_repeats,
                 precision,
                 compile,
                 progress,
@@ -313,6 +314,10 @@ def run_benchmark(
         "seq_len": seq_len,
         "precision": precision,
         "compile": compile,
+        "timing": "interleaved rounds, shuffled order, medians",
+        "repeats": repeats,
+        "eval_repeats": eval_repeats,
+        "batch_tokens": batch_tokens,
         "matmul_peak_gflops": peak / 1e9,
         "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
         "eval": evals,

@@ -102,6 +102,7 @@ def test_a_subset_of_schemes_keeps_none_and_the_matching_peers():
     tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64)
     peers = baselines(tiny, ["x-transformers"])
     result = run_benchmark(tiny, 2, 8, [16], 32, torch.device("cpu"), 1, peers, schemes=["alibi"])
+    assert (result["repeats"], result["eval_repeats"], result["batch_tokens"]) == (1, 5, 32)
     names = ["none", "alibi", "x-transformers none", "x-transformers alibi"]
     assert [t["name"] for t in result["train"]] == names
     assert [e["name"] for e in result["eval"]] == names
