@@ -15,12 +15,11 @@ from pathlib import Path
 import torch
 
 from lab.baselines import LIBRARIES, Baseline, baselines
-from lab.benchmark import ours_vs_theirs, run_benchmark
+from lab.benchmark import check_schemes, ours_vs_theirs, run_benchmark
 from lab.files import atomic_write, writable_folder
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
 from model import ModelConfig
-from model.position import available_schemes
 
 STANDARD_LENGTH = 64
 STANDARD = ModelConfig(
@@ -106,11 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             if values and min(values) < 1:
                 raise ValueError(f"{flag}={min(values)} is invalid; it must be >= 1")
         schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
-        unknown = [name for name in schemes if name not in available_schemes()]
-        if unknown:
-            raise ValueError(
-                f"--schemes {unknown[0]!r} is unknown; use {', '.join(available_schemes())}"
-            )
+        check_schemes(schemes, "--schemes")
         out = Path(args.out)
         # checked before minutes of timing, not after
         if not args.out or out.is_dir():

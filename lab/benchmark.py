@@ -205,9 +205,8 @@ def eval_speed(
     torch.manual_seed(0)
     model = Transformer(config).to(device)
     rows, run = eval_pass(model, config.vocab_size, length, batch_tokens, device, precision)
-    before = reset_peak_memory(device)
-    seconds = median_seconds(run, repeats=repeats, warmup=1)
-    peak_mib = max(0, peak_memory(device) - before) / 2**20
+    peak_mib = memory_growth_mib(device, run)  # also the warm-up
+    seconds = median_seconds(run, repeats=repeats, warmup=0)
     return EvalSpeed(config.position, length, rows, rows * length / seconds, peak_mib)
 
 
@@ -268,10 +267,8 @@ def run_benchmark(
     Raises:
         ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
     """
+    check_schemes(schemes or [])
     known = available_schemes()
-    unknown = [name for name in schemes or [] if name not in known]
-    if unknown:
-        raise ValueError(f"scheme {unknown[0]!r} is unknown; use {', '.join(known)}")
     positions = [name for name in known if name == "none" or name in (schemes or known)]
     # with a subset of schemes, only the baselines that match one of them
     baselines = [b for b in baselines or [] if not schemes or b.position in positions]
@@ -379,9 +376,7 @@ def eval_rows(
         rows, run = eval_pass(
             model, config.vocab_size, length, batch_tokens, device, precision, compile
         )
-        before = reset_peak_memory(device)
-        run()
-        peaks.append(max(0, peak_memory(device) - before) / 2**20)
+        peaks.append(memory_growth_mib(device, run))  # also the warm-up
         runs.append(run)
         progress(f"eval {entry.name} at {length}: warmed up")
     seconds = interleaved_seconds(runs, repeats, warmup=0)
@@ -391,6 +386,15 @@ def eval_rows(
         result.append({**asdict(speed), "position": entry.position, "baseline": entry.baseline})
         progress(f"eval {entry.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
     return result
+
+
+def check_schemes(schemes: list[str], label: str = "scheme") -> None:
+    """Raises ValueError (one line, ``label`` first, naming the registered schemes) unless
+    every name in ``schemes`` is a registered scheme."""
+    known = available_schemes()
+    unknown = [name for name in schemes if name not in known]
+    if unknown:
+        raise ValueError(f"{label} {unknown[0]!r} is unknown; use {', '.join(known)}")
 
 
 def device_name(device: torch.device) -> str:
@@ -428,6 +432,14 @@ def _sync(device: torch.device, value: object) -> object:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return value
+
+
+def memory_growth_mib(device: torch.device, fn: Callable[[], object]) -> float:
+    """How far one call of ``fn`` raises peak memory (MiB, never negative; see
+    :func:`eval_speed` for what is counted on each device)."""
+    before = reset_peak_memory(device)
+    fn()
+    return max(0, peak_memory(device) - before) / 2**20
 
 
 def reset_peak_memory(device: torch.device) -> int:
