@@ -129,18 +129,26 @@ def window_mask(
     reuse_bias: bool = False,
 ) -> Tensor:
     """The additive mask of a window of queries and keys, as :func:`attention_mask` but always
-    a tensor: ``bias`` ``(1 or B, H, Tq, Tk)`` or zeros ``(Tq, Tk)``, ``-inf`` where blocked."""
+    a tensor: ``bias`` ``(1 or B, H, Tq, Tk)`` or zeros ``(Tq, Tk)``, ``-inf`` where blocked.
+
+    Only keys after a query are ever blocked (causal and prefix LM alike), so only the columns
+    from the window's first query on are masked: for a block of the blocked path, its
+    ``(Tq, Tq)`` diagonal square rather than all ``(Tq, Tk)`` entries.
+    """
+    rows, cols = range(seq_len)[queries], range(seq_len)[keys]
     if bias is None:
-        rows, cols = range(seq_len)[queries], range(seq_len)[keys]
         base = torch.zeros(len(rows), len(cols), device=device, dtype=dtype)
     else:
         base = bias.to(dtype)
     if not causal and prefix_len is None:
         return base
-    block = blocked(seq_len, causal, prefix_len, base.device, queries, keys)
-    if reuse_bias or bias is None:  # the zeros above are ours too
-        return base.masked_fill_(block, -math.inf)
-    return base.masked_fill(block, -math.inf)
+    if not reuse_bias and base is bias:  # the caller's tensor: mask a copy
+        base = base.clone()
+    first = max(rows.start - cols.start, 0)  # window column of the first key after a query
+    right = slice(cols.start + first, cols.stop)
+    block = blocked(seq_len, causal, prefix_len, base.device, queries, right)  # (Tq, Tk - first)
+    base[..., first:].masked_fill_(block, -math.inf)
+    return base
 
 
 def reverse(keys: slice, seq_len: int) -> slice:
@@ -198,10 +206,13 @@ def block_mask(
         ``dtype`` ``(Tq, Tk)`` or ``(1 or B, H, Tq, Tk)``.
     """
     bias = scheme.score_bias(positions, seq_len, queries, keys)  # (1 or B, H, Tq, Tk) or None
+    ours = layer_bias is None or bias is not None  # score_bias and a sum return new tensors
     if layer_bias is not None:
         window = layer_bias[..., queries, keys]
         bias = window if bias is None else bias + window
-    return window_mask(seq_len, causal, prefix_len, bias, device, dtype, queries, keys)
+    return window_mask(
+        seq_len, causal, prefix_len, bias, device, dtype, queries, keys, reuse_bias=ours
+    )
 
 
 def add_layer_bias(

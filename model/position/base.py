@@ -133,7 +133,8 @@ class PositionScheme(nn.Module):
         ``queries`` and ``keys`` (slices of ``range(T)`` with step 1) select the window of query
         rows and key columns; the window's bias equals that part of the whole ``(T, T)`` bias.
         Whether the result is None must not depend on the window. Finite everywhere: masking
-        is :mod:`model.mask`'s job.
+        is :mod:`model.mask`'s job. A new tensor, never a view of a cache: the mask is
+        written into it.
         """
         return None
 
