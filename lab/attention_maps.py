@@ -36,7 +36,7 @@ def attention_maps(model: Transformer, idx: Tensor, prefix_len: int | None = Non
         qkv = module.qkv(x).view(b, t, 3, module.n_heads, d // module.n_heads)
         q, k, _ = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, Dh)
         scores = context.position.layer(module.index, q, k, context.state)
-        mask = context.layer_mask(q, scores.bias)  # whole, also where the model uses blocks
+        mask = context.layer_mask(q, scores.bias_window())  # whole, also on the blocked path
         if mask is None and context.is_causal:
             mask = torch.full((t, t), float("-inf")).triu(1)  # (T, T)
         scale = (1.0 if scores.scale is None else scores.scale) * q.shape[-1] ** -0.5

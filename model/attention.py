@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from model.config import ModelConfig
 from model.mask import add_layer_bias, block_mask, reverse, window_mask
-from model.position.base import PositionScheme
+from model.position.base import ALL, PositionScheme, Scores
 
 
 @dataclass
@@ -55,21 +55,21 @@ class AttentionContext:
         every = slice(0, q.shape[-2])
         return self.block_mask(q, layer_bias, every, every)
 
-    def window_mask(
-        self, q: Tensor, layer_bias: Tensor | None, queries: slice, keys: slice
-    ) -> Tensor:
+    def window_mask(self, q: Tensor, scores: Scores, queries: slice, keys: slice) -> Tensor:
         """One layer's additive mask on a window of the blocked path, ``(..., Tq, Tk)``, with
-        the window of its own bias added. ``keys`` counts from the sequence's start; with
-        ``keys_reversed`` the mask runs backwards along them, as the keys SDPA gets."""
+        the window of its own bias (of ``scores``) added. ``keys`` counts from the sequence's
+        start; with ``keys_reversed`` the mask runs backwards along them, as the keys SDPA
+        gets."""
+        layer_window = scores.bias_window(queries, keys)  # (1 or B, H, Tq, Tk) or None
         if not self.keys_reversed:
-            return self.block_mask(q, layer_bias, queries, keys)
+            return self.block_mask(q, layer_window, queries, keys)
         mask = self.attn_mask[..., queries, reverse(keys, q.shape[-2])]
-        if layer_bias is None:
+        if layer_window is None:
             return mask
-        return mask + layer_bias[..., queries, keys].flip(-1).to(self.dtype)
+        return mask + layer_window.flip(-1).to(self.dtype)
 
     def block_mask(
-        self, q: Tensor, layer_bias: Tensor | None, queries: slice, keys: slice
+        self, q: Tensor, layer_window: Tensor | None, queries: slice, keys: slice
     ) -> Tensor:
         """:func:`model.mask.block_mask` of this forward pass."""
         t = q.shape[-2]
@@ -77,7 +77,7 @@ class AttentionContext:
             self.position,
             self.positions,
             t,
-            layer_bias,
+            layer_window,
             self.causal,
             self.prefix_len,
             q.device,
@@ -105,15 +105,17 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         b, t, d = x.shape
-        qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # each (B, H, T, Dh); one stack in backward, not 3 zero-fills
+        qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads)  # (B, T, 3, H, Dh)
+        # each (B, H, T, Dh); the backward is one stack into qkv's layout: no zero-fills, no copy
+        q, k, v = (part.transpose(1, 2) for part in qkv.unbind(2))
         scores = context.position.layer(self.index, q, k, context.state)
         scale = None if scores.scale is None else scores.scale * q.shape[-1] ** -0.5
         if context.blocks is None:
-            mask = context.layer_mask(q, scores.bias)
+            bias, logits = (scores.bias, None) if scores.window is None else scores.window(ALL, ALL)
+            mask = context.layer_mask(q, bias)
             is_causal = context.is_causal and mask is None
-            if scores.logits is not None:
-                y = self.attend_logits(scores.logits, v, mask, is_causal)
+            if logits is not None:
+                y = self.attend_logits(logits, v, mask, is_causal)
             else:
                 y = self.attend(scores.q, scores.k, v, mask, is_causal, scale)  # (B, H, T, Dh)
             return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
@@ -122,7 +124,7 @@ class SelfAttention(nn.Module):
             k, v = k.flip(-2), v.flip(-2)  # key m is key T - 1 - m, as in the mask
         y = v.new_empty(b, t, self.n_heads, d // self.n_heads)  # (B, T, H, Dh)
         for queries, keys in context.blocks:
-            mask = context.window_mask(q, scores.bias, queries, keys)
+            mask = context.window_mask(q, scores, queries, keys)
             window = reverse(keys, t) if context.keys_reversed else keys
             part = self.attend(
                 scores.q[:, :, queries], k[:, :, window], v[:, :, window], mask, False, scale

@@ -135,8 +135,8 @@ def window_mask(
     from the window's first query on are masked: for a block of the blocked path, its
     ``(Tq, Tq)`` diagonal square rather than all ``(Tq, Tk)`` entries.
     """
-    rows, cols = range(seq_len)[queries], range(seq_len)[keys]
     if bias is None:
+        rows, cols = range(seq_len)[queries], range(seq_len)[keys]
         base = torch.zeros(len(rows), len(cols), device=device, dtype=dtype)
     else:
         base = bias.to(dtype)
@@ -144,8 +144,9 @@ def window_mask(
         return base
     if not reuse_bias and base is bias:  # the caller's tensor: mask a copy
         base = base.clone()
-    first = max(rows.start - cols.start, 0)  # window column of the first key after a query
-    right = slice(cols.start + first, cols.stop)
+    start = keys.start or 0  # windows start at a given index or at 0 (ALL)
+    first = max((queries.start or 0) - start, 0)  # window column of the first key after a query
+    right = slice(start + first, keys.stop)
     block = blocked(seq_len, causal, prefix_len, base.device, queries, right)  # (Tq, Tk - first)
     base[..., first:].masked_fill_(block, -math.inf)
     return base
@@ -186,7 +187,7 @@ def block_mask(
     scheme: PositionScheme,
     positions: Tensor | None,
     seq_len: int,
-    layer_bias: Tensor | None,
+    layer_window: Tensor | None,
     causal: bool,
     prefix_len: int | None,
     device: torch.device,
@@ -195,21 +196,20 @@ def block_mask(
     keys: slice,
 ) -> Tensor:
     """One layer's mask on one window of the blocked path (:func:`query_blocks`): the scheme's
-    shared bias of that window plus the window of the layer's own bias, ``-inf`` where blocked.
+    shared bias of that window plus the layer's own bias on it, ``-inf`` where blocked.
 
     Args:
         scheme, positions: the forward pass's scheme and positions (for its ``score_bias``).
-        layer_bias: float ``(1 or B, H, T, T)`` or None.
+        layer_window: the layer's own bias on the window, float ``(1 or B, H, Tq, Tk)``, or None.
         queries, keys: the window.
 
     Returns:
         ``dtype`` ``(Tq, Tk)`` or ``(1 or B, H, Tq, Tk)``.
     """
     bias = scheme.score_bias(positions, seq_len, queries, keys)  # (1 or B, H, Tq, Tk) or None
-    ours = layer_bias is None or bias is not None  # score_bias and a sum return new tensors
-    if layer_bias is not None:
-        window = layer_bias[..., queries, keys]
-        bias = window if bias is None else bias + window
+    ours = layer_window is None or bias is not None  # score_bias and a sum return new tensors
+    if layer_window is not None:
+        bias = layer_window if bias is None else bias + layer_window
     return window_mask(
         seq_len, causal, prefix_len, bias, device, dtype, queries, keys, reuse_bias=ours
     )

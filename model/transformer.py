@@ -142,8 +142,9 @@ class Transformer(nn.Module):
     ) -> AttentionContext:
         """The attention context of one forward pass, and with it the path (see
         :mod:`model.mask`): a sequence longer than ``BLOCK_ROWS`` whose mask would be a tensor
-        (a shared bias, or a prefix LM) is attended block by block, with a Toeplitz view for a
-        relative bias at default positions; any other one at once, with its whole mask."""
+        (a shared bias, a per-layer bias built per window, or a prefix LM) is attended block by
+        block, with a Toeplitz view for a relative shared bias at default positions; any other
+        one at once, with its whole mask."""
         scheme, causal = self.position, self.config.causal
         common = dict(
             position=scheme,
@@ -154,11 +155,12 @@ class Transformer(nn.Module):
             positions=positions,
         )
         empty = slice(0, 0)  # asks whether the scheme has a shared bias, at no cost
-        long = t > BLOCK_ROWS
-        if not long or (prefix is None and scheme.score_bias(positions, t, empty, empty) is None):
+        shared = scheme.score_bias(positions, t, empty, empty) is not None
+        masked = shared or prefix is not None or scheme.windowed_layer_bias
+        if t <= BLOCK_ROWS or not masked:
             mask = self._mask(positions, t, prefix, device, dtype)
             return AttentionContext(attn_mask=mask, is_causal=causal and mask is None, **common)
-        if scheme.relative and positions is None and prefix is None:
+        if shared and scheme.relative and positions is None and prefix is None:
             mask = toeplitz_mask(scheme, t, causal, dtype)
             blocks = query_blocks(t, causal, prefix, BLOCK_ROWS)
             return AttentionContext(

@@ -47,21 +47,20 @@ def test_blocked_path_equals_attending_at_once(
 
     calls = []
 
-    def counted(method):
-        def call(self, first, *args):  # queries (B, H, Tq, Dh) or logits (B, H, Tq, Tk)
-            calls.append(first.shape[-2])
-            return method(self, first, *args)
+    def counted(self, q, *args):  # q: (B, H, Tq, Dh)
+        calls.append(q.shape[-2])
+        return attend(self, q, *args)
 
-        return call
-
+    attend = SelfAttention.attend
     monkeypatch.setattr("model.transformer.BLOCK_ROWS", ROWS)
     monkeypatch.setattr("model.transformer.BLOCK_PAIRS", PAIRS)
-    for name in ("attend", "attend_logits"):
-        monkeypatch.setattr(SelfAttention, name, counted(getattr(SelfAttention, name)))
+    monkeypatch.setattr(SelfAttention, "attend", counted)
     got, grads = logits_and_grads(model, idx, positions, prefix)
 
-    masked = prefix is not None or model.position.score_bias(None, T) is not None
-    rows = ROWS if model.position.relative and not explicit and prefix is None else 2
+    shared = model.position.score_bias(None, T) is not None
+    masked = prefix is not None or shared or model.position.windowed_layer_bias
+    toeplitz = shared and model.position.relative and not explicit and prefix is None
+    rows = ROWS if toeplitz else 2
     expected = [rows] * (T // rows) + [T % rows] if masked else [T]
     assert calls == expected * model.config.n_layers
     torch.testing.assert_close(got, whole, rtol=0, atol=1e-5)

@@ -59,17 +59,27 @@ class Scores:
         q, k: queries and keys ``(B, H, T, Dh)``, rotated or left as they came.
         bias: per-layer additive score bias, float ``(1 or B, H, T, T)``, finite (no mask), or None.
         scale: multiplier of the usual ``1/sqrt(Dh)`` score scale (a Python float), or None.
-        logits: the scores ``scale * q k^T / sqrt(Dh)`` ``(B, H, T, T)`` where the scheme
-            computed them anyway (CoPE's gates), or None. Attention then takes
-            ``softmax(logits + bias + mask) v`` instead of multiplying q and k again; it may
-            also ignore them (the blocked path does), so they must equal that product.
+        window: the per-layer bias built on demand, instead of ``bias``, for one as large as
+            the scores and computed from q and k (CoPE): ``window(queries, keys)`` returns
+            ``(bias, logits)`` for a window of query rows and the keys they see (as
+            :meth:`PositionScheme.score_bias`): the float ``(1 or B, H, Tq, Tk)`` bias, and the
+            window's scores ``q k^T / sqrt(Dh)`` where the scheme computed them anyway (CoPE's
+            gates) or None. Attending at once, attention reuses those logits
+            (``softmax(logits + bias + mask) v``); the blocked path asks for one window per
+            block, never for the whole bias, and ignores them, so they must equal that product.
     """
 
     q: Tensor
     k: Tensor
     bias: Tensor | None = None
     scale: float | None = None
-    logits: Tensor | None = None
+    window: Callable[[slice, slice], tuple[Tensor, Tensor | None]] | None = None
+
+    def bias_window(self, queries: slice = ALL, keys: slice = ALL) -> Tensor | None:
+        """This layer's own bias on a window, ``(1 or B, H, Tq, Tk)``, or None."""
+        if self.window is not None:
+            return self.window(queries, keys)[0]
+        return None if self.bias is None else self.bias[..., queries, keys]
 
 
 class PositionScheme(nn.Module):
@@ -84,6 +94,9 @@ class PositionScheme(nn.Module):
     relative: ClassVar[bool] = False
     learnable: ClassVar[bool] = False
     bidirectional: ClassVar[bool] = True
+    windowed_layer_bias: ClassVar[bool] = False
+    """``layer`` returns a bias as large as the scores through ``Scores.window``, so a long
+    sequence takes the blocked path (:mod:`model.mask`) even without a shared bias."""
     fixed_bias: ClassVar[bool] = False
     """``score_bias`` at default positions is a fixed function of ``T`` (no parameters), so the
     model may cache it with the mask merged in (:class:`model.mask.MaskCache`)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -22,24 +23,29 @@ from model.config import ModelConfig
 from model.position.base import PositionScheme, Scores, register
 
 
-def cope_positions(logits: Tensor) -> Tensor:
+def cope_positions(logits: Tensor, diagonal: int = 0) -> Tensor:
     """Contextual positions ``p_ij = sum_{t=j..i} sigmoid(logits_it)`` for every key ``j <= i``.
 
     Computed as ``P_ii - P_ij + g_ij`` from the row-wise prefix sums ``P_ij = sum_{t<=j} g_it``:
     every term uses only gates of visible keys, so no mask is applied first (one pass fewer
-    over ``(B, H, T, T)``).
+    over ``(B, H, Tq, Tk)``).
 
     Args:
-        logits: float ``(B, H, T, T)`` scaled scores ``q . k / sqrt(Dh)``.
+        logits: float ``(B, H, Tq, Tk)`` scaled scores ``q . k / sqrt(Dh)`` of a window of
+            queries against keys from the first one on (all of them: ``Tq = Tk``) or at least
+            up to the last query.
+        diagonal: column of the first query's own key (query ``r`` of the window is key
+            ``diagonal + r``).
 
     Returns:
-        float32 ``(B, H, T, T)``; entries with the key after the query are meaningless (at most
+        float32 ``(B, H, Tq, Tk)``; entries with the key after the query are meaningless (at most
         1, possibly negative) and must be masked, as causal attention does.
     """
-    gates = torch.sigmoid(logits.float())  # (B, H, T, T)
-    prefix = gates.cumsum(dim=-1)  # (B, H, T, T): sum_{t <= j} g_it
-    total = prefix.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (B, H, T, 1): sum_{t <= i} g_it
-    return (total - prefix).add_(gates)  # in place: one (B, H, T, T) tensor fewer
+    gates = torch.sigmoid(logits.float())  # (B, H, Tq, Tk)
+    prefix = gates.cumsum(dim=-1)  # (B, H, Tq, Tk): sum_{t <= j} g_it
+    own = prefix[..., diagonal : diagonal + logits.shape[-2]]  # (B, H, Tq, Tq): own key at r
+    total = own.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (B, H, Tq, 1): sum_{t <= i} g_it
+    return (total - prefix).add_(gates)  # in place: one (B, H, Tq, Tk) tensor fewer
 
 
 def cope_bias(q: Tensor, embeddings: Tensor, positions: Tensor) -> Tensor:
@@ -85,6 +91,7 @@ class CopePosition(PositionScheme):
     relative = True
     learnable = True
     bidirectional = False
+    windowed_layer_bias = True
 
     def __init__(self, config: ModelConfig, options: CopeOptions) -> None:
         super().__init__(config, options)
@@ -94,9 +101,20 @@ class CopePosition(PositionScheme):
         )
 
     def layer(self, index: int, q: Tensor, k: Tensor, state: object) -> Scores:
-        """q and k unchanged; the CoPE bias ``(B, H, T, T)`` of this layer (meaningful where
-        the key is not after the query; the causal mask hides the rest)."""
-        logits = (q / math.sqrt(q.shape[-1])) @ k.transpose(-1, -2)  # (B, H, T, T)
-        positions = cope_positions(logits).clamp(0, self.options.npos_max - 1)
-        bias = cope_bias(q, self.embeddings[index], positions)
-        return Scores(q, k, bias=bias, logits=logits)  # attention reuses the logits
+        """q and k unchanged; this layer's CoPE bias, built per window on demand
+        (:meth:`window_bias`), meaningful where the key is not after the query (the causal
+        mask hides the rest)."""
+        return Scores(q, k, window=partial(self.window_bias, index, q, k))
+
+    def window_bias(
+        self, index: int, q: Tensor, k: Tensor, queries: slice, keys: slice
+    ) -> tuple[Tensor, Tensor]:
+        """Layer ``index``'s bias ``(B, H, Tq, Tk)`` for a window of queries over keys (which
+        must start at or before the first query and reach the last one, as causal windows
+        do), and the window's logits ``q . k / sqrt(Dh)``, from the layer's ``(B, H, T, Dh)``
+        queries and keys."""
+        diagonal = (queries.start or 0) - (keys.start or 0)  # windows start at an index or 0
+        q = q[:, :, queries]  # (B, H, Tq, Dh)
+        logits = (q / math.sqrt(q.shape[-1])) @ k[:, :, keys].transpose(-1, -2)  # (B, H, Tq, Tk)
+        positions = cope_positions(logits, diagonal).clamp(0, self.options.npos_max - 1)
+        return cope_bias(q, self.embeddings[index], positions), logits

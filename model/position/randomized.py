@@ -47,6 +47,7 @@ class RandomizedPositions(PositionScheme):
         self.name = f"randomized({inner.name})"
         self.relative, self.learnable = inner.relative, inner.learnable
         self.bidirectional, self.fixed_bias = inner.bidirectional, inner.fixed_bias
+        self.windowed_layer_bias = inner.windowed_layer_bias
 
     def reset_parameters(self) -> None:
         """The inner scheme's initialisation."""
