@@ -65,17 +65,23 @@ def interleaved_seconds(
     repeats: int,
     warmup: int,
     warmed: Callable[[int], None] = lambda i: None,
+    settle: int = 0,
 ) -> list[float]:
     """Median wall time of each ``fn()``, timed in ``repeats`` rounds of one call each (in a
-    shuffled order, the same for every run), after ``warmup`` calls of each.
+    shuffled order, the same for every run), after ``warmup`` calls of each; with ``settle``,
+    that many untimed calls of a function come right before each of its timed ones.
 
     Rounds put every function under the same conditions: a machine whose speed drifts (other
     processes, clocks, a growing allocator) slows all of them alike, where timing them one
     after another charged the drift to whichever ran at a bad moment (measured: the first
     model timed on a 2-core VM ran 0.85x the same model timed later). The order changes from
     round to round because a call can slow the next one (measured: at 4096 tokens, in a fixed
-    order, the models timed right after those that allocate gigabytes ran 0.75x).
-    ``warmed(i)`` is called once ``fns[i]`` is warmed up.
+    order, the models timed right after those that allocate gigabytes ran 0.75x). Shuffling
+    spreads that cost but a median of a few rounds can still catch it (a RoPE pass at 4096
+    tokens read 0.75x NoPE in a shuffled run of 20 models, 0.96x for xPos, its same
+    attention); ``settle`` calls absorb what the previous function left in the caches and the
+    allocator, so a timed call sees its own steady state. ``warmed(i)`` is called once
+    ``fns[i]`` is warmed up.
     """
     for i, fn in enumerate(fns):
         for _ in range(warmup):
@@ -85,6 +91,8 @@ def interleaved_seconds(
     order = random.Random(0)
     for _ in range(repeats):
         for i in order.sample(range(len(fns)), len(fns)):
+            for _ in range(settle):
+                fns[i]()
             start = time.perf_counter()
             fns[i]()
             times[i].append(time.perf_counter() - start)
@@ -311,7 +319,8 @@ def run_benchmark(
         "seq_len": seq_len,
         "precision": precision,
         "compile": compile,
-        "timing": "interleaved rounds, shuffled order, medians",
+        "timing": "interleaved rounds, shuffled order, medians; evaluation: an untimed pass "
+        "before each timed one",
         "repeats": repeats,
         "eval_repeats": eval_repeats,
         "batch_tokens": batch_tokens,
@@ -368,7 +377,8 @@ def eval_rows(
     """:class:`EvalSpeed` of every entry at ``length`` (as dicts, with ``position`` and
     ``baseline``). Each model's first pass, alone, gives its peak memory (see
     :func:`eval_speed`) and warms it up; then the passes of all are timed in interleaved
-    rounds (:func:`interleaved_seconds`)."""
+    rounds (:func:`interleaved_seconds`), each timed pass right after an untimed one of the
+    same model."""
     torch.compiler.reset()  # as in training_rows
     runs, peaks = [], []
     for entry in entries:
@@ -379,7 +389,7 @@ def eval_rows(
         peaks.append(memory_growth_mib(device, run))  # also the warm-up
         runs.append(run)
         progress(f"eval {entry.name} at {length}: warmed up")
-    seconds = interleaved_seconds(runs, repeats, warmup=0)
+    seconds = interleaved_seconds(runs, repeats, warmup=0, settle=1)
     result = []
     for entry, spent, peak_mib in zip(entries, seconds, peaks, strict=True):
         speed = EvalSpeed(entry.name, length, rows, rows * length / spent, peak_mib)

@@ -3,12 +3,14 @@
 Schemes return pure (finite) biases; this module adds ``-inf`` where a query may not see a key.
 Without any bias, the causal case keeps SDPA's fused ``is_causal=True`` path (no mask tensor).
 
-Sequences longer than ``BLOCK_ROWS`` whose mask would be a ``(T, T)`` tensor (a score bias, or
-a prefix LM) are attended block by block (:func:`query_blocks`): SDPA treats query rows
-independently, so the result is the same, and causal blocks skip the keys after their last
-query (SDPA with a mask would compute them). Each block's mask is either a window of
-:func:`toeplitz_mask`, a view of ``O(T)`` memory for a relative bias at default positions, or
-built for that window alone (:func:`block_mask`), ``O(BLOCK_PAIRS)`` memory.
+Sequences longer than ``BLOCK_ROWS`` whose mask would be a ``(T, T)`` tensor (a score bias, a
+per-layer bias that a scheme builds per window, as CoPE, or a prefix LM) are attended block by
+block (:func:`query_blocks`): SDPA treats query rows independently, so the result is the same,
+and causal blocks skip the keys after their last query (SDPA with a mask would compute them).
+Each block's mask is either a window of :func:`toeplitz_mask`, a view of ``O(T)`` memory for a
+relative bias at default positions, or built for that window alone (:func:`block_mask`),
+``O(BLOCK_PAIRS)`` memory (times the batch for a per-layer bias from q and k), masked only on
+the block's diagonal square (the only keys after a query).
 
 Padding needs no mask of its own: tasks pad only after a row's ``<eos>`` (right padding, prompts
 of one length per batch, see :mod:`data.base`), and both the causal mask and the prefix-LM mask

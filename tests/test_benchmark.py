@@ -98,6 +98,15 @@ def test_interleaved_seconds_warms_each_then_times_in_shuffled_rounds():
     assert len(medians) == 5 and all(0 <= m < 0.1 for m in medians)
 
 
+def test_interleaved_seconds_settles_each_function_before_timing_it():
+    calls = []
+    fns = [lambda name=name: calls.append(name) for name in "abc"]
+    interleaved_seconds(fns, repeats=2, warmup=0, settle=1)
+    pairs = [calls[i : i + 2] for i in range(0, len(calls), 2)]  # (untimed, timed) calls
+    assert len(pairs) == 6 and all(first == second for first, second in pairs)
+    assert sorted(first for first, _ in pairs[:3]) == list("abc")  # still one per round
+
+
 def test_a_subset_of_schemes_keeps_none_and_the_matching_peers():
     tiny = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64)
     peers = baselines(tiny, ["x-transformers"])
