@@ -51,13 +51,15 @@ def rope_cos_sin(positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
     return angle.cos(), angle.sin()  # each (..., T, Dh/2)
 
 
-def rotate_half_split(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+def rotate_half_split(x: Tensor, cos: Tensor, sin: Tensor, scale: Tensor | None = None) -> Tensor:
     """Rotate pairs ``(x[..., i], x[..., i + R/2])`` of the first ``R = 2 * cos.shape[-1]``
-    dimensions by the angles whose cos/sin are given; dimensions past ``R`` pass through.
+    dimensions by the angles whose cos/sin are given, then multiply them by ``scale`` if given;
+    dimensions past ``R`` pass through.
 
     Args:
         x: ``(..., T, Dh)`` of any float dtype, ``Dh >= R``.
         cos, sin: float32, broadcastable to ``(..., T, R/2)``.
+        scale: float32 broadcastable to ``(..., T, R)``, or None (xPos's decay).
 
     Returns:
         Tensor of ``x``'s shape and dtype; the arithmetic is done in float32.
@@ -65,12 +67,14 @@ def rotate_half_split(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     rotary = 2 * cos.shape[-1]
     if rotary < x.shape[-1]:
         head, tail = x[..., :rotary], x[..., rotary:]  # (..., T, R), (..., T, Dh - R)
-        return torch.cat((rotate_half_split(head, cos, sin), tail), dim=-1)
+        return torch.cat((rotate_half_split(head, cos, sin, scale), tail), dim=-1)
     dtype, x = x.dtype, x.float()
     x1, x2 = x.chunk(2, dim=-1)  # each (..., T, Dh/2)
     cos2, sin2 = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)  # (..., T, Dh)
     # (x1 cos - x2 sin, x2 cos + x1 sin), bitwise, with 3 full-width passes instead of 6 halves
     rotated = x * cos2 + torch.cat((x2, x1), dim=-1) * sin2  # (..., T, Dh)
+    if scale is not None:
+        rotated.mul_(scale)  # in place: the sum is ours and its backward does not read it
     return rotated.to(dtype)
 
 

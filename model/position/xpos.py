@@ -101,6 +101,4 @@ class XposPosition(PositionScheme):
     def layer(self, index: int, q: Tensor, k: Tensor, state: tuple[Tensor, ...]) -> Scores:
         """Queries rotated and scaled up, keys rotated and scaled down: ``(B, H, T, Dh)``."""
         cos, sin, up, down = state
-        q = (rotate_half_split(q, cos, sin).float() * up).to(q.dtype)
-        k = (rotate_half_split(k, cos, sin).float() * down).to(k.dtype)
-        return Scores(q, k)
+        return Scores(rotate_half_split(q, cos, sin, up), rotate_half_split(k, cos, sin, down))
