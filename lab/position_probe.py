@@ -107,7 +107,7 @@ def position_scores(scheme: PositionScheme, probe: Probe, positions: Tensor) -> 
     out = scheme.layer(0, q, k, scheme.prepare(positions, t))
     scale = 1.0 if out.scale is None else out.scale
     scores = scale * (out.q.float() @ out.k.float().transpose(-1, -2)) / math.sqrt(dh)
-    for bias in (out.bias, scheme.score_bias(positions, t)):
+    for bias in (out.bias_window(), scheme.score_bias(positions, t)):
         if bias is not None:
             scores = scores + bias.float()  # (1, H, T, T)
     return scores[0]  # (H, T, T)

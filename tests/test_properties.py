@@ -72,6 +72,34 @@ def test_learned_is_undefined_past_its_table():
         position_scores(scheme, probe, torch.arange(17))
 
 
+@pytest.mark.parametrize("name", available_schemes())
+def test_probe_scores_include_every_bias_a_scheme_returns(name):
+    """Trained-looking parameters (a fresh CoPE's vectors are zero): the probe's scores are
+    q k^T / sqrt(Dh) plus the layer's own bias (CoPE builds it per window) and the shared one."""
+    config = probe_config(name)
+    scheme, probe = fresh_scheme(config), make_probe(config)
+    with torch.no_grad():
+        for parameter in scheme.parameters():
+            parameter.normal_(generator=torch.Generator().manual_seed(0))
+    t, positions = 8, torch.arange(8)
+    shape = (1, config.n_heads, t, config.head_dim)
+    q, k = probe.q.expand(shape), probe.k.expand(shape)
+    added = scheme.embedding(positions, t)
+    if added is not None:  # as position_scores adds an absolute encoding
+        q = q + (added @ probe.wq).view(1, t, config.n_heads, -1).transpose(1, 2)
+        k = k + (added @ probe.wk).view(1, t, config.n_heads, -1).transpose(1, 2)
+    out = scheme.layer(0, q, k, scheme.prepare(positions, t))
+    expected = (1.0 if out.scale is None else out.scale) * out.q @ out.k.transpose(-1, -2)
+    expected = expected / config.head_dim**0.5
+    for bias in (out.bias_window(), scheme.score_bias(positions, t)):
+        expected = expected if bias is None else expected + bias
+    torch.testing.assert_close(position_scores(scheme, probe, positions), expected[0])
+    if name == "cope":  # the per-layer bias is really there
+        assert (
+            expected[0] - (out.q @ out.k.transpose(-1, -2))[0] / config.head_dim**0.5
+        ).abs().max() > 0.1
+
+
 def test_uniqueness_of_hand_made_scores():
     scores = torch.zeros(1, 3, 3)
     scores[0, 2] = 1.0  # rows 0 and 1 equal, row 2 differs by 1 in every entry
