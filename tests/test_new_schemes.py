@@ -284,14 +284,20 @@ def test_cope_bias_interpolates_between_integer_positions():
     torch.testing.assert_close(got, torch.tensor([1.0, 2.0, 4.0, 3.0]), rtol=0, atol=1e-6)
 
 
-def test_cope_bias_of_a_window_is_that_part_of_the_whole(make_model):
-    """The blocked path asks for windows of queries over the keys up to their last one."""
+def cope_layer(make_model, index, shape):
+    """A CoPE layer's ``Scores`` for random q and k of ``shape`` ``(B, H, T, Dh)``, with that
+    layer's position vectors drawn (seed 0): ``(scheme, q, k, scores)``."""
     scheme = make_model("cope").position
     torch.manual_seed(0)
     with torch.no_grad():
-        scheme.embeddings[0].normal_()
-    q, k = torch.randn(2, 4, 9, 8), torch.randn(2, 4, 9, 8)
-    scores = scheme.layer(0, q, k, scheme.prepare(None, 9))
+        scheme.embeddings[index].normal_()
+    q, k = torch.randn(shape), torch.randn(shape)
+    return scheme, q, k, scheme.layer(index, q, k, scheme.prepare(None, shape[2]))
+
+
+def test_cope_bias_of_a_window_is_that_part_of_the_whole(make_model):
+    """The blocked path asks for windows of queries over the keys up to their last one."""
+    scores = cope_layer(make_model, 0, (2, 4, 9, 8))[-1]
     whole = scores.bias_window()  # (2, H, 9, 9)
     for queries, keys in [
         (slice(3, 6), slice(0, 6)),
@@ -304,12 +310,8 @@ def test_cope_bias_of_a_window_is_that_part_of_the_whole(make_model):
 
 
 def test_cope_layer_bias_equals_the_formula(make_model):
-    scheme = make_model("cope").position
-    torch.manual_seed(0)
-    with torch.no_grad():
-        scheme.embeddings[1].normal_()
-    q, k = torch.randn(1, 4, 5, 8), torch.randn(1, 4, 5, 8)
-    bias = scheme.layer(1, q, k, scheme.prepare(None, 5)).bias_window()  # (1, H, 5, 5)
+    scheme, q, k, scores = cope_layer(make_model, 1, (1, 4, 5, 8))
+    bias = scores.bias_window()  # (1, H, 5, 5)
     h, i, j = 2, 4, 1
     gates = [torch.sigmoid(q[0, h, i] @ k[0, h, s] / math.sqrt(8)).item() for s in range(j, i + 1)]
     p = sum(gates)
