@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from lab.baselines import LIBRARIES, Baseline, baselines
+from lab.baselines import LIBRARIES, Baseline, baselines, library_versions
 from lab.benchmark import check_schemes, ours_vs_theirs, run_benchmark
 from lab.files import atomic_write, writable_folder
 from lab.report import format_table
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         results = measure(args, device, lengths, schemes, peers)
+        results["peer_versions"] = library_versions(libraries)
     except KeyboardInterrupt:
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
         return 130

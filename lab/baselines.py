@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +19,19 @@ from model.position.rope import RopeOptions
 
 LIBRARIES = ("hf", "x-transformers")
 """Names accepted by :func:`baselines`."""
+
+DISTRIBUTIONS = {"hf": "transformers", "x-transformers": "x-transformers"}
+"""The package each name of :data:`LIBRARIES` installs."""
+
+
+def library_versions(libraries: list[str]) -> dict[str, str]:
+    """Installed version of the package behind each name in ``libraries``, by package name
+    (``{"transformers": "5.24.0"}``), for the benchmark's JSON.
+
+    Raises:
+        importlib.metadata.PackageNotFoundError: a package is not installed.
+    """
+    return {DISTRIBUTIONS[name]: version(DISTRIBUTIONS[name]) for name in libraries}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 
 import bench
 from lab import bench_report
-from lab.baselines import XTRANSFORMERS_OPTIONS, baselines
+from lab.baselines import XTRANSFORMERS_OPTIONS, baselines, library_versions
 from lab.bench_report import scheme_table
 from lab.benchmark import (
     flops_per_token,
@@ -105,6 +105,16 @@ def test_interleaved_seconds_settles_each_function_before_timing_it():
     pairs = [calls[i : i + 2] for i in range(0, len(calls), 2)]  # (untimed, timed) calls
     assert len(pairs) == 6 and all(first == second for first, second in pairs)
     assert sorted(first for first, _ in pairs[:3]) == list("abc")  # still one per round
+
+
+def test_peer_library_versions_are_the_installed_packages():
+    from importlib.metadata import version
+
+    assert library_versions(["hf", "x-transformers"]) == {
+        "transformers": version("transformers"),
+        "x-transformers": version("x-transformers"),
+    }
+    assert library_versions([]) == {}
 
 
 def test_a_subset_of_schemes_keeps_none_and_the_matching_peers():
