@@ -17,11 +17,11 @@ from torch import Tensor, nn
 from model import ModelConfig
 from model.position.rope import RopeOptions
 
-LIBRARIES = ("hf", "x-transformers")
-"""Names accepted by :func:`baselines`."""
-
 DISTRIBUTIONS = {"hf": "transformers", "x-transformers": "x-transformers"}
-"""The package each name of :data:`LIBRARIES` installs."""
+"""Names accepted by :func:`baselines`, and the package each one needs."""
+
+LIBRARIES = tuple(DISTRIBUTIONS)
+"""Names accepted by :func:`baselines`."""
 
 
 def library_versions(libraries: list[str]) -> dict[str, str]:
