@@ -10,7 +10,9 @@ and causal blocks skip the keys after their last query (SDPA with a mask would c
 Each block's mask is either a window of :func:`toeplitz_mask`, a view of ``O(T)`` memory for a
 relative bias at default positions, or built for that window alone (:func:`block_mask`),
 ``O(BLOCK_PAIRS)`` memory (times the batch for a per-layer bias from q and k), masked only on
-the block's diagonal square (the only keys after a query).
+the block's diagonal square (the only keys after a query). On a CUDA device a mask built per
+window and shared by the batch takes larger blocks (``CUDA_BLOCK_PAIRS``): there a block's cost
+is its kernel launches.
 
 Padding needs no mask of its own: tasks pad only after a row's ``<eos>`` (right padding, prompts
 of one length per batch, see :mod:`data.base`), and both the causal mask and the prefix-LM mask
@@ -42,6 +44,15 @@ BLOCK_PAIRS = 2**19
 ``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose 15%, as SDPA with a mask is
 slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh processes; NoPE's 298):
 FIRE's piecewise bias (:mod:`model.position.piecewise`) needs about 128 bytes per pair."""
+
+CUDA_BLOCK_PAIRS = 2**23
+"""(query, key) pairs of a block whose mask is built for its window and shared by the batch
+(FIRE, explicit positions, a prefix LM) on a CUDA device: a whole sequence of up to 2048 tokens
+in one block, two blocks at 4096. There a block costs its kernel launches (a few dozen small
+ones for each block's bias and mask), not its pairs. Measured on an H200 with
+``python -m lab.block_sweep`` (FIRE at 4096 tokens, 16 rows, bf16): 0.02x NoPE's throughput
+with ``BLOCK_PAIRS``, 0.15x / 0.24x / 0.26x with 2**22 / 2**23 / 2**24 pairs, peak memory growth
+428 / 712 / 1216 MiB against NoPE's 224 (README, "On a GPU")."""
 
 
 def blocked(

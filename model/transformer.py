@@ -11,6 +11,7 @@ from model.config import ModelConfig
 from model.mask import (
     BLOCK_PAIRS,
     BLOCK_ROWS,
+    CUDA_BLOCK_PAIRS,
     MaskCache,
     attention_mask,
     query_blocks,
@@ -66,6 +67,10 @@ class Transformer(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position = build_position(config)
         self._masks = MaskCache()
+        self.block_pairs: int | None = None
+        """(query, key) pairs per block of the blocked path for every mask, overriding the
+        device's rule (:func:`block_rows`) when set: for timing block sizes
+        (``python -m lab.block_sweep``)."""
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
@@ -160,14 +165,14 @@ class Transformer(nn.Module):
         if t <= BLOCK_ROWS or not masked:
             mask = self._mask(positions, t, prefix, device, dtype)
             return AttentionContext(attn_mask=mask, is_causal=causal and mask is None, **common)
-        if shared and scheme.relative and positions is None and prefix is None:
+        toeplitz = shared and scheme.relative and positions is None and prefix is None
+        rows = block_rows(t, device, toeplitz, scheme.windowed_layer_bias, self.block_pairs)
+        blocks = query_blocks(t, causal, prefix, rows)
+        if toeplitz:
             mask = toeplitz_mask(scheme, t, causal, dtype)
-            blocks = query_blocks(t, causal, prefix, BLOCK_ROWS)
             return AttentionContext(
                 attn_mask=mask, is_causal=False, blocks=blocks, keys_reversed=True, **common
             )
-        rows = max(1, min(BLOCK_ROWS, BLOCK_PAIRS // t))
-        blocks = query_blocks(t, causal, prefix, rows)
         return AttentionContext(attn_mask=None, is_causal=False, blocks=blocks, **common)
 
     def _mask(
@@ -234,6 +239,31 @@ class Transformer(nn.Module):
                 f"encodes {limit} positions; train with a larger "
                 f"model.options.{self.config.position}.max_positions"
             )
+
+
+def block_rows(
+    seq_len: int,
+    device: torch.device,
+    toeplitz: bool,
+    layer_windows: bool,
+    pairs: int | None = None,
+) -> int:
+    """Queries per block of the blocked path (see :mod:`model.mask`) at ``seq_len`` tokens.
+
+    ``BLOCK_ROWS`` for a Toeplitz view (a window of ``O(T)`` memory). A mask built per window
+    holds at most ``BLOCK_PAIRS`` (query, key) pairs, or on a CUDA device ``CUDA_BLOCK_PAIRS``
+    (the whole sequence up to 2048 tokens), where a block costs its kernel launches; not for a
+    per-layer bias built per window (``layer_windows``, CoPE), which is per batch row, so its
+    memory and elementwise work grow with the batch and larger blocks were slower there.
+    ``pairs``, when given, is the budget of every block instead (``Transformer.block_pairs``).
+    """
+    if pairs is not None:
+        return max(1, min(seq_len, pairs // seq_len))
+    if toeplitz:
+        return BLOCK_ROWS
+    if device.type == "cuda" and not layer_windows:
+        return max(1, min(seq_len, CUDA_BLOCK_PAIRS // seq_len))
+    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // seq_len))
 
 
 def attention_dtype(x: Tensor) -> torch.dtype:

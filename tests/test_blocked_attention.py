@@ -12,8 +12,16 @@ import pytest
 import torch
 
 from model.attention import SelfAttention
-from model.mask import blocked, query_blocks, toeplitz_mask
+from model.mask import (
+    BLOCK_PAIRS,
+    BLOCK_ROWS,
+    CUDA_BLOCK_PAIRS,
+    blocked,
+    query_blocks,
+    toeplitz_mask,
+)
 from model.position import available_schemes, scheme_class
+from model.transformer import block_rows
 
 T, ROWS, PAIRS = 37, 5, 80  # blocks of 5 queries (Toeplitz view) or 80 // 37 = 2 (per window)
 
@@ -97,6 +105,21 @@ def test_query_blocks_give_each_block_the_keys_it_may_see():
         ((6, 7), (0, 7)),
     ]
     assert spans(query_blocks(7, False, None, 4)) == [((0, 4), (0, 7)), ((4, 7), (0, 7))]
+
+
+def test_block_rows_bound_memory_on_the_cpu_and_launches_on_cuda():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")  # a device name needs no GPU
+    assert CUDA_BLOCK_PAIRS == 2**23 and BLOCK_PAIRS == 2**19 and BLOCK_ROWS == 256
+    for device in (cpu, cuda):  # a Toeplitz view is O(T) memory whatever its rows
+        assert block_rows(4096, device, toeplitz=True, layer_windows=False) == 256
+    for layer_windows in (True, False):
+        assert block_rows(4096, cpu, False, layer_windows) == 128
+        assert block_rows(2**20, cpu, False, layer_windows) == 1  # never 0 rows
+    assert block_rows(4096, cuda, False, layer_windows=True) == 128  # per batch row: as the CPU
+    assert block_rows(300, cuda, False, False) == 300  # the whole sequence in one block
+    assert block_rows(2048, cuda, False, False) == 2048
+    assert block_rows(4096, cuda, False, False) == 2048
+    assert block_rows(2**24, cuda, False, False) == 1
 
 
 def test_window_of_the_blocked_mask_is_that_part_of_the_whole():
