@@ -10,34 +10,21 @@ Prints tables and writes ``bench.json``. Numbers are medians; the machine is noi
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
 from lab.baselines import LIBRARIES, Baseline, baselines, library_versions
-from lab.benchmark import check_schemes, ours_vs_theirs, run_benchmark
-from lab.files import atomic_write, writable_folder
+from lab.benchmark import (
+    ABLATION,
+    STANDARD,
+    STANDARD_LENGTH,
+    check_schemes,
+    ours_vs_theirs,
+    run_benchmark,
+)
+from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
-from model import ModelConfig
-
-STANDARD_LENGTH = 64
-STANDARD = ModelConfig(
-    vocab_size=64,
-    d_model=128,
-    n_layers=4,
-    n_heads=4,
-    d_ff=512,
-    options={"learned": {"max_positions": STANDARD_LENGTH}},
-)
-ABLATION = ModelConfig(
-    vocab_size=42,
-    d_model=64,
-    n_layers=3,
-    n_heads=4,
-    d_ff=256,
-    options={"learned": {"max_positions": 256}},
-)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,19 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"{flag}={min(values)} is invalid; it must be >= 1")
         schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
         check_schemes(schemes, "--schemes")
-        out = Path(args.out)
-        # checked before minutes of timing, not after
-        if not args.out or out.is_dir():
-            raise ValueError(f"--out={args.out!r} must name a file, not a folder")
-        if not out.parent.is_dir():
-            parent = repr(str(out.parent))
-            why = (
-                f"{parent} is not a folder"
-                if out.parent.exists()
-                else f"folder {parent} does not exist"
-            )
-            raise ValueError(f"--out={args.out}: {why}")
-        writable_folder(out.parent)
+        out = output_file(args.out)  # checked before minutes of timing, not after
         libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
         peers = baselines(STANDARD, libraries)
     except (ValueError, ImportError, OSError) as error:

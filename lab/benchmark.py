@@ -32,6 +32,26 @@ from lab.runtime import autocast, compute_dtype
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
+STANDARD_LENGTH = 64
+STANDARD = ModelConfig(
+    vocab_size=64,
+    d_model=128,
+    n_layers=4,
+    n_heads=4,
+    d_ff=512,
+    options={"learned": {"max_positions": STANDARD_LENGTH}},
+)
+"""The benchmark's standard configuration (trained at ``STANDARD_LENGTH`` tokens)."""
+ABLATION = ModelConfig(
+    vocab_size=42,
+    d_model=64,
+    n_layers=3,
+    n_heads=4,
+    d_ff=256,
+    options={"learned": {"max_positions": 256}},
+)
+"""The size of the default ablation's models."""
+
 
 @dataclass
 class TrainSpeed:

@@ -90,3 +90,24 @@ def writable_folder(path: str | Path) -> Path:
     except OSError as error:
         raise OSError(f"cannot write into {str(path)!r}: {error.strerror or error}") from None
     return path
+
+
+def output_file(name: str, flag: str = "--out") -> Path:
+    """The file a command will write its results to, checked before its work: a file name in
+    an existing, writable folder.
+
+    Raises:
+        ValueError: ``name`` is empty or a folder, or its folder does not exist (one line
+            naming ``flag`` and the value).
+        OSError: the folder is not writable (:func:`writable_folder`).
+    """
+    out = Path(name)
+    if not name or out.is_dir():
+        raise ValueError(f"{flag}={name!r} must name a file, not a folder")
+    if not out.parent.is_dir():
+        parent = repr(str(out.parent))
+        exists = out.parent.exists()
+        why = f"{parent} is not a folder" if exists else f"folder {parent} does not exist"
+        raise ValueError(f"{flag}={name}: {why}")
+    writable_folder(out.parent)
+    return out
