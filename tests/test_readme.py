@@ -8,6 +8,7 @@ import pytest
 
 from lab import readme
 from lab.bench_report import peer_table, scheme_table
+from lab.block_sweep import ratio_table
 from lab.readme import BEGIN, END, README, SUITE_BEGIN, SUITE_END, render
 from lab.suite_table import settings, suite_table, timing
 
@@ -121,6 +122,13 @@ def test_readme_benchmark_tables_match_the_committed_json(name) -> None:
     stale = f"README.md's benchmark is stale: paste python -m lab.bench_report docs/{name}.json"
     assert scheme_table(results) in text, stale
     assert peer_table(results) in text, stale
+
+
+def test_readme_block_sweep_tables_match_the_committed_json() -> None:
+    result = json.loads((README.parent / "docs" / "block_sweep_cuda.json").read_text())
+    text = README.read_text()
+    for length in (1024, 4096):
+        assert ratio_table(result, length) in text, f"README.md's block sweep at {length} is stale"
 
 
 def test_every_task_has_a_readme_example_its_solver_answers() -> None:
