@@ -9,10 +9,10 @@ block (:func:`query_blocks`): SDPA treats query rows independently, so the resul
 and causal blocks skip the keys after their last query (SDPA with a mask would compute them).
 Each block's mask is either a window of :func:`toeplitz_mask`, a view of ``O(T)`` memory for a
 relative bias at default positions, or built for that window alone (:func:`block_mask`),
-``O(BLOCK_PAIRS)`` memory (times the batch for a per-layer bias from q and k), masked only on
-the block's diagonal square (the only keys after a query). On a CUDA device a mask built per
-window and shared by the batch takes larger blocks (``CUDA_BLOCK_PAIRS``): there a block's cost
-is its kernel launches.
+``O(BLOCK_PAIRS)`` memory (on the CPU also for a per-layer bias from q and k, whose blocks are
+smaller for larger batches), masked only on the block's diagonal square (the only keys after a
+query). On a CUDA device a mask built per window and shared by the batch takes larger blocks
+(``CUDA_BLOCK_PAIRS``): there a block's cost is its kernel launches.
 
 Padding needs no mask of its own: tasks pad only after a row's ``<eos>`` (right padding, prompts
 of one length per batch, see :mod:`data.base`), and both the causal mask and the prefix-LM mask
@@ -39,11 +39,14 @@ BLOCK_ROWS = 256
 """Queries per block of the blocked path; longer sequences with a mask take that path."""
 
 BLOCK_PAIRS = 2**19
-"""(query, key) pairs of a block whose mask is built for its window (fewer rows than
-``BLOCK_ROWS`` past ``T = 2048``). Measured with FIRE at 4096 tokens (one thread, CPU): from
-``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose 15%, as SDPA with a mask is
-slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh processes; NoPE's 298):
-FIRE's piecewise bias (:mod:`model.position.piecewise`) needs about 128 bytes per pair."""
+"""Entries per head of a block whose mask is built for its window: (query, key) pairs (fewer
+rows than ``BLOCK_ROWS`` past ``T = 2048``), and on the CPU (batch row, query, key) triples for
+a per-layer bias built per window (CoPE). Measured with FIRE at 4096 tokens (one thread, CPU):
+from ``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose 15%, as SDPA with a mask
+is slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh processes; NoPE's 298):
+FIRE's piecewise bias (:mod:`model.position.piecewise`) needs about 128 bytes per pair. CoPE
+(2 threads, ``python -m lab.block_sweep``; README, "Long evaluation with a score bias"): its
+many elementwise passes over a block run faster while the block fits the caches."""
 
 CUDA_BLOCK_PAIRS = 2**23
 """(query, key) pairs of a block whose mask is built for its window and shared by the batch

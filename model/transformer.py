@@ -131,7 +131,7 @@ class Transformer(nn.Module):
         added = self.position.embedding(positions, t)
         if added is not None:
             x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
-        context = self._context(positions, t, prefix, x.device, attention_dtype(x))
+        context = self._context(positions, b, t, prefix, x.device, attention_dtype(x))
         x = self.drop(x)
         for block in self.blocks:
             x = block(x, context)
@@ -140,6 +140,7 @@ class Transformer(nn.Module):
     def _context(
         self,
         positions: Tensor | None,
+        b: int,
         t: int,
         prefix: int | None,
         device: torch.device,
@@ -166,7 +167,8 @@ class Transformer(nn.Module):
             mask = self._mask(positions, t, prefix, device, dtype)
             return AttentionContext(attn_mask=mask, is_causal=causal and mask is None, **common)
         toeplitz = shared and scheme.relative and positions is None and prefix is None
-        rows = block_rows(t, device, toeplitz, scheme.windowed_layer_bias, self.block_pairs)
+        layer_rows = b if scheme.windowed_layer_bias else 0
+        rows = block_rows(t, device, toeplitz, layer_rows, self.block_pairs)
         blocks = query_blocks(t, causal, prefix, rows)
         if toeplitz:
             mask = toeplitz_mask(scheme, t, causal, dtype)
@@ -245,25 +247,27 @@ def block_rows(
     seq_len: int,
     device: torch.device,
     toeplitz: bool,
-    layer_windows: bool,
+    layer_rows: int = 0,
     pairs: int | None = None,
 ) -> int:
     """Queries per block of the blocked path (see :mod:`model.mask`) at ``seq_len`` tokens.
 
     ``BLOCK_ROWS`` for a Toeplitz view (a window of ``O(T)`` memory). A mask built per window
-    holds at most ``BLOCK_PAIRS`` (query, key) pairs, or on a CUDA device ``CUDA_BLOCK_PAIRS``
-    (the whole sequence up to 2048 tokens), where a block costs its kernel launches; not for a
-    per-layer bias built per window (``layer_windows``, CoPE), which is per batch row, so its
-    memory and elementwise work grow with the batch and larger blocks were slower there.
+    holds at most ``BLOCK_PAIRS`` entries per head: (query, key) pairs, or, on the CPU, (batch
+    row, query, key) triples for a per-layer bias built per window (CoPE: one bias per batch
+    row; ``layer_rows`` is then the batch size, else 0). On a CUDA device a mask shared by the
+    batch holds up to ``CUDA_BLOCK_PAIRS`` pairs instead (the whole sequence up to 2048
+    tokens). Every rule but that gives at most ``BLOCK_ROWS`` rows, and all at least one.
     ``pairs``, when given, is the budget of every block instead (``Transformer.block_pairs``).
     """
     if pairs is not None:
         return max(1, min(seq_len, pairs // seq_len))
     if toeplitz:
         return BLOCK_ROWS
-    if device.type == "cuda" and not layer_windows:
+    if device.type == "cuda" and not layer_rows:
         return max(1, min(seq_len, CUDA_BLOCK_PAIRS // seq_len))
-    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // seq_len))
+    per_query = layer_rows if layer_rows and device.type == "cpu" else 1
+    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // (per_query * seq_len)))
 
 
 def attention_dtype(x: Tensor) -> torch.dtype:

@@ -23,7 +23,9 @@ from model.mask import (
 from model.position import available_schemes, scheme_class
 from model.transformer import block_rows
 
-T, ROWS, PAIRS = 37, 5, 80  # blocks of 5 queries (Toeplitz view) or 80 // 37 = 2 (per window)
+# blocks of 5 queries (Toeplitz view), 80 // 37 = 2 (per window) or 80 // (2 * 37) = 1 (CoPE's
+# per-layer windows of a batch of 2)
+T, ROWS, PAIRS = 37, 5, 80
 
 CASES = [
     (scheme, causal, prefix)
@@ -68,8 +70,9 @@ def test_blocked_path_equals_attending_at_once(
     shared = model.position.score_bias(None, T) is not None
     masked = prefix is not None or shared or model.position.windowed_layer_bias
     toeplitz = shared and model.position.relative and not explicit and prefix is None
-    rows = ROWS if toeplitz else 2
-    expected = [rows] * (T // rows) + [T % rows] if masked else [T]
+    rows = ROWS if toeplitz else 1 if model.position.windowed_layer_bias else 2
+    last = [T % rows] if T % rows else []  # a shorter last block, if any
+    expected = [rows] * (T // rows) + last if masked else [T]
     assert calls == expected * model.config.n_layers
     torch.testing.assert_close(got, whole, rtol=0, atol=1e-5)
     assert grads.keys() == whole_grads.keys()
@@ -109,17 +112,19 @@ def test_query_blocks_give_each_block_the_keys_it_may_see():
 
 def test_block_rows_bound_memory_on_the_cpu_and_launches_on_cuda():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")  # a device name needs no GPU
-    assert CUDA_BLOCK_PAIRS == 2**23 and BLOCK_PAIRS == 2**19 and BLOCK_ROWS == 256
+    assert (BLOCK_ROWS, BLOCK_PAIRS, CUDA_BLOCK_PAIRS) == (256, 2**19, 2**23)
     for device in (cpu, cuda):  # a Toeplitz view is O(T) memory whatever its rows
-        assert block_rows(4096, device, toeplitz=True, layer_windows=False) == 256
-    for layer_windows in (True, False):
-        assert block_rows(4096, cpu, False, layer_windows) == 128
-        assert block_rows(2**20, cpu, False, layer_windows) == 1  # never 0 rows
-    assert block_rows(4096, cuda, False, layer_windows=True) == 128  # per batch row: as the CPU
-    assert block_rows(300, cuda, False, False) == 300  # the whole sequence in one block
-    assert block_rows(2048, cuda, False, False) == 2048
-    assert block_rows(4096, cuda, False, False) == 2048
-    assert block_rows(2**24, cuda, False, False) == 1
+        assert block_rows(4096, device, toeplitz=True) == 256
+    assert block_rows(4096, cpu, False) == 128  # a mask shared by the batch: BLOCK_PAIRS
+    assert block_rows(2**20, cpu, False) == 1  # never 0 rows
+    # CoPE's per-layer windows on the CPU: BLOCK_PAIRS (row, query, key) triples
+    assert [block_rows(4096, cpu, False, layer_rows=b) for b in (1, 2, 8, 512)] == [128, 64, 16, 1]
+    assert block_rows(4096, cuda, False, layer_rows=16) == 128  # on CUDA: BLOCK_PAIRS pairs
+    assert block_rows(300, cuda, False) == 300  # the whole sequence in one block
+    assert block_rows(2048, cuda, False) == 2048
+    assert block_rows(4096, cuda, False) == 2048
+    assert block_rows(2**24, cuda, False) == 1
+    assert block_rows(4096, cpu, True, layer_rows=8, pairs=2**14) == 4  # a fixed budget wins
 
 
 def test_window_of_the_blocked_mask_is_that_part_of_the_whole():

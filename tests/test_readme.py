@@ -124,11 +124,12 @@ def test_readme_benchmark_tables_match_the_committed_json(name) -> None:
     assert peer_table(results) in text, stale
 
 
-def test_readme_block_sweep_tables_match_the_committed_json() -> None:
-    result = json.loads((README.parent / "docs" / "block_sweep_cuda.json").read_text())
+@pytest.mark.parametrize("name", ["block_sweep_cuda", "block_sweep_cpu_cope"])
+def test_readme_block_sweep_tables_match_the_committed_json(name) -> None:
+    result = json.loads((README.parent / "docs" / f"{name}.json").read_text())
     text = README.read_text()
     for length in (1024, 4096):
-        assert ratio_table(result, length) in text, f"README.md's block sweep at {length} is stale"
+        assert ratio_table(result, length) in text, f"README.md's {name} at {length} is stale"
 
 
 def test_every_task_has_a_readme_example_its_solver_answers() -> None:
