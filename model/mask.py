@@ -41,12 +41,13 @@ BLOCK_ROWS = 256
 BLOCK_PAIRS = 2**19
 """Entries per head of a block whose mask is built for its window: (query, key) pairs (fewer
 rows than ``BLOCK_ROWS`` past ``T = 2048``), and on the CPU (batch row, query, key) triples for
-a per-layer bias built per window (CoPE). Measured with FIRE at 4096 tokens (one thread, CPU):
-from ``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose 15%, as SDPA with a mask
-is slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh processes; NoPE's 298):
-FIRE's piecewise bias (:mod:`model.position.piecewise`) needs about 128 bytes per pair. CoPE
-(2 threads, ``python -m lab.block_sweep``; README, "Long evaluation with a score bias"): its
-many elementwise passes over a block run faster while the block fits the caches."""
+a per-layer bias built per window (CoPE). Measured with FIRE at 4096 tokens (one thread, CPU,
+when this was chosen): from ``2**17`` (32 rows) to ``2**19`` (128 rows) eval throughput rose
+15%, as SDPA with a mask is slower on short blocks, and peak memory 238 -> 253..286 MiB (fresh
+processes; NoPE's 298 then): FIRE's piecewise bias (:mod:`model.position.piecewise`) needs
+about 128 bytes per pair. CoPE's many elementwise passes over a block run faster while the
+block fits the caches: counting its batch rows took it from 0.20x to 0.34x NoPE at 1024 tokens
+with 8 rows (README, the CoPE sweep under "Benchmark", ``python -m lab.block_sweep``)."""
 
 CUDA_BLOCK_PAIRS = 2**23
 """(query, key) pairs of a block whose mask is built for its window and shared by the batch
