@@ -23,6 +23,7 @@ from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import configure_threads, resolve_device
 from model import ModelConfig
+from model.mask import BLOCK_ROWS
 
 BIASED = ["alibi", "t5", "kerple", "fire", "cope"]
 """Schemes with a mask at default positions in a causal model, so with blocks past 256 tokens."""
@@ -141,11 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         device = resolve_device(args.device)
         configure_threads(args.threads)
-        schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
+        schemes = list(dict.fromkeys(n.strip() for n in args.schemes.split(",") if n.strip()))
         check_schemes(schemes, "--schemes")
+        if not schemes or "none" in schemes:
+            raise ValueError(
+                f"--schemes={args.schemes!r} must name schemes other than none, the reference "
+                "every sweep times"
+            )
         try:
-            powers = [int(n) for n in args.pairs.split(",") if n.strip()]
-            lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
+            powers = list(dict.fromkeys(int(n) for n in args.pairs.split(",") if n.strip()))
+            lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
         except ValueError:
             raise ValueError(
                 f"--pairs={args.pairs!r} and --lengths={args.lengths!r} must be "
@@ -158,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         for flag, values in counts.items():
             if not values or min(values) < 1:
                 raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
+        if min(lengths) <= BLOCK_ROWS:
+            raise ValueError(
+                f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "
+                "sequences are attended at once, without blocks"
+            )
         out = output_file(args.out)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -255,9 +255,10 @@ def block_rows(
     ``BLOCK_ROWS`` for a Toeplitz view (a window of ``O(T)`` memory). A mask built per window
     holds at most ``BLOCK_PAIRS`` entries per head: (query, key) pairs, or, on the CPU, (batch
     row, query, key) triples for a per-layer bias built per window (CoPE: one bias per batch
-    row; ``layer_rows`` is then the batch size, else 0). On a CUDA device a mask shared by the
-    batch holds up to ``CUDA_BLOCK_PAIRS`` pairs instead (the whole sequence up to 2048
-    tokens). Every rule but that gives at most ``BLOCK_ROWS`` rows, and all at least one.
+    row; ``layer_rows`` is then the batch size, else 0; the largest power of two that fits). On
+    a CUDA device a mask shared by the batch holds up to ``CUDA_BLOCK_PAIRS`` pairs instead (the
+    whole sequence up to 2048 tokens). Every rule but that gives at most ``BLOCK_ROWS`` rows,
+    and all at least one.
     ``pairs``, when given, is the budget of every block instead (``Transformer.block_pairs``).
     """
     if pairs is not None:
@@ -266,8 +267,14 @@ def block_rows(
         return BLOCK_ROWS
     if device.type == "cuda" and not layer_rows:
         return max(1, min(seq_len, CUDA_BLOCK_PAIRS // seq_len))
-    per_query = layer_rows if layer_rows and device.type == "cpu" else 1
-    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // (per_query * seq_len)))
+    if layer_rows and device.type == "cpu":
+        # halved from BLOCK_ROWS: a power of two, so that torch.compile guards on these tests
+        # and one graph serves every batch size of a power-of-two bucket
+        rows = BLOCK_ROWS
+        while rows > 1 and rows * layer_rows * seq_len > BLOCK_PAIRS:
+            rows //= 2
+        return rows
+    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // seq_len))
 
 
 def attention_dtype(x: Tensor) -> torch.dtype:

@@ -119,6 +119,10 @@ def test_block_rows_bound_memory_on_the_cpu_and_launches_on_cuda():
     assert block_rows(2**20, cpu, False) == 1  # never 0 rows
     # CoPE's per-layer windows on the CPU: BLOCK_PAIRS (row, query, key) triples
     assert [block_rows(4096, cpu, False, layer_rows=b) for b in (1, 2, 8, 512)] == [128, 64, 16, 1]
+    # powers of two, so a compiled model shares one graph between batch sizes of a bucket
+    assert [block_rows(1024, cpu, False, b) for b in range(1, 9)] == [256] * 2 + [128] * 2 + [
+        64
+    ] * 4
     assert block_rows(4096, cuda, False, layer_rows=16) == 128  # on CUDA: BLOCK_PAIRS pairs
     assert block_rows(300, cuda, False) == 300  # the whole sequence in one block
     assert block_rows(2048, cuda, False) == 2048
