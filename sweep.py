@@ -11,7 +11,6 @@ slurm`` runs every run as a SLURM job through submitit instead of local workers 
 import argparse
 import json
 import os
-import platform
 import shlex
 import signal
 import sys
@@ -31,6 +30,7 @@ from lab.cluster import (
 )
 from lab.config import ConfigError
 from lab.files import atomic_write
+from lab.machine import describe, machine_info
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
@@ -202,15 +202,13 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
 
 def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
     """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
-    cpu = platform.processor() or platform.machine()
-    machine = f"{os.cpu_count()} CPU core(s) ({cpu}), torch {torch.__version__}"
-    if torch.cuda.is_available():
-        machine += f", GPU {torch.cuda.get_device_name(0)}"
+    info = machine_info()
     timing = {
         "seconds": round(seconds, 1),
         "workers": workers,
         "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
-        "machine": machine,
+        "machine": describe(info),
+        "machine_info": info,
     }
     return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
 
