@@ -6,7 +6,8 @@
   ends where the first seed stopped early), and ``mean/TASK/exact_match_by_length_set_smoothing_0``
   and ``mean/TASK/token_accuracy_by_length_set_smoothing_0`` (the test set, ``eval.json``, step =
   length, at the lengths every seed could encode). A chart of one of these tags holds one line
-  per scheme, and the Custom Scalars group ``task TASK: mean over seeds`` gathers them.
+  per scheme, and the Custom Scalars group ``task TASK: mean over seeds (one line per scheme)``
+  gathers them.
 - ``OUT_DIR/_sweep/figures``: the report's figures in the Images tab (``sweep/accuracy_vs_length``,
   ``sweep/learning_speed``, ``sweep/order_sensitivity``), which no smoothing slider changes.
 
