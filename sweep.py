@@ -170,6 +170,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         such runs are named, never left out silently.
     """
     from lab.report import summary_table, write_reports
+    from lab.sweep_tensorboard import tensorboard_url, write_sweep_tensorboard
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]
@@ -177,6 +178,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     paths = write_reports(results, out_dir) if results else {}
     if results:
         paths["timing"] = write_timing(records, out_dir, seconds, workers)
+        paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
     print()
     if results:
         print(summary_table(results, out_dir))
@@ -197,6 +199,8 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
+    if results:
+        print(f"  one line per scheme (mean over seeds), smoothing 0: {tensorboard_url()}")
     return 1 if failed or stopped else 0
 
 
