@@ -7,9 +7,11 @@ A plain ``python train.py`` gets the one-process group, whose collectives return
 
 Reproducibility: every rank draws the *global* batch of a step from ``(seed, step)`` exactly as
 one process does and keeps rows ``[r * B / N, (r + 1) * B / N)`` (:meth:`Group.shard`). The
-loss is the mean over the answer tokens of the global batch (every row of a step has as many
-answer tokens, so it is the mean of the ranks' means, which is what DDP's gradient averaging
-differentiates). A run therefore follows the one-process loss curve up to float rounding, and
+loss is the mean over the answer tokens of the global batch on every task: a rank's rows may
+hold more or fewer answer tokens than another's (padded answers, as in ``selective_copy``), so
+each rank differentiates its token sum times ``N`` over the global token count
+(:meth:`Group.token_mean`), and DDP's average of the ranks' gradients is the gradient of the
+global mean. A run therefore follows the one-process loss curve up to float rounding, and
 resuming with another N is the same run. Dropout masks are the exception: each rank draws its
 own from torch's generator, seeded per rank (:meth:`Group.seed_dropout`).
 """
@@ -112,6 +114,32 @@ class Group:
         total = torch.tensor(values, dtype=torch.float64, device=_collective_device())
         dist.all_reduce(total)
         return (total / self.world_size).tolist()
+
+    def token_mean(self, total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        """This rank's share of a mean over the tokens of every rank.
+
+        Args:
+            total: scalar, the sum of a per-token value (the loss) over this rank's tokens.
+            count: scalar, how many tokens ``total`` sums over (may differ between ranks).
+
+        Returns:
+            ``total * N / (count summed over the ranks)``: averaged over the ranks (as DDP
+            averages gradients, and :meth:`mean` the logged values) it is the global token
+            mean; with one process, ``total / count``.
+        """
+        if not self.active:
+            return total / count
+        counts = count.detach().to(_collective_device(), torch.float64)
+        dist.all_reduce(counts)
+        return total * (self.world_size / counts.item())
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of ``values`` over the ranks (float64 all-reduce)."""
+        if not self.active:
+            return list(values)
+        total = torch.tensor(values, dtype=torch.float64, device=_collective_device())
+        dist.all_reduce(total)
+        return total.tolist()
 
     def any(self, flag: bool) -> bool:
         """True on every rank if ``flag`` is true on any rank (so all stop at the same step)."""
