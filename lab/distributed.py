@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,14 @@ class Group:
         rank: global rank, 0 is the one that writes files and prints.
         world_size: number of ranks (1 without ``torchrun``).
         local_rank: rank on this machine; picks the GPU.
+        launcher_pid: under ``torchrun``, the process id of the launcher that started this
+            rank (its parent when the group was joined); None otherwise.
     """
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    launcher_pid: int | None = None
 
     @property
     def is_main(self) -> bool:
@@ -63,6 +67,22 @@ class Group:
     def active(self) -> bool:
         """More than one rank: collectives communicate."""
         return self.world_size > 1
+
+    def launcher_gone(self) -> bool:
+        """Under ``torchrun``: the launcher that started this rank has died (``kill -9``), so
+        this rank was re-parented and nobody would stop it or collect it. One ``getppid`` call:
+        cheap enough to ask before every step."""
+        return self.launcher_pid is not None and os.getppid() != self.launcher_pid
+
+    def stop_check(self, should_stop: Callable[[], bool] | None) -> Callable[[], bool]:
+        """``should_stop`` (None: never) that also turns true once :meth:`launcher_gone`: a rank
+        whose launcher died stops at its next step with a checkpoint, releasing the run's
+        lock, instead of training on as an orphan."""
+
+        def check() -> bool:
+            return self.launcher_gone() or (should_stop is not None and should_stop())
+
+        return check
 
     def check_batch_size(self, batch_size: int) -> None:
         """Raise ``ValueError`` (one line) unless ``batch_size`` splits evenly across ranks."""
@@ -183,14 +203,16 @@ def join_group(device: torch.device) -> tuple[Group, torch.device]:
 
     Without ``WORLD_SIZE`` (or with 1) it returns the one-process group and ``device``. Under
     ``torchrun`` a CUDA ``device`` becomes ``cuda:LOCAL_RANK`` with the NCCL backend, the CPU
-    uses gloo. Joining twice in one process returns the same group.
+    uses gloo. Joining twice in one process returns the same group. Under ``torchrun`` (its
+    ``TORCHELASTIC_RUN_ID`` is set) the group remembers the launcher (:meth:`Group.launcher_gone`).
 
     Raises:
         ValueError: ``device`` is MPS (no multi-process backend), or more local ranks than GPUs.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launcher = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else None  # set by torchrun
     if world_size == 1:
-        return Group(), device
+        return Group(launcher_pid=launcher), device
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "mps":
         raise ValueError("device=mps cannot train with torchrun; use device=cpu or a CUDA machine")
@@ -205,7 +227,7 @@ def join_group(device: torch.device) -> tuple[Group, torch.device]:
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, timeout=TIMEOUT)
-    return Group(rank, world_size, local_rank), device
+    return Group(rank, world_size, local_rank, launcher), device
 
 
 def is_main_process() -> bool:

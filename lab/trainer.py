@@ -198,7 +198,8 @@ def train(
     new budget (it is stretched, not restarted), so from the resumed step on the learning rate
     follows the longer schedule, which is higher than the old one at that step.
 
-    SIGINT (Ctrl-C), SIGTERM, or ``should_stop()`` turning true (checked before every step)
+    SIGINT (Ctrl-C), SIGTERM, ``should_stop()`` turning true (checked before every step), or
+    under ``torchrun`` the death of the launcher (:meth:`lab.distributed.Group.launcher_gone`)
     finishes the current step, saves a checkpoint and raises :class:`TrainingInterrupted`. Saves
     and the final writes of a finished run complete even if a second signal arrives; a second
     signal in the middle of a step stops at once, without saving (the last checkpoint stays).
@@ -227,6 +228,7 @@ def train(
     configure_threads(config.threads)
     if resume:
         find_checkpoint(run_dir)
+    should_stop = group.stop_check(should_stop)  # and a rank whose torchrun died stops
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
