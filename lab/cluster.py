@@ -137,8 +137,8 @@ def still_running(job_ids: list[str], executor: Any) -> str:
     stop = f"{'kill' if local else 'scancel'} {' '.join(job_ids)}"
     return (
         f"stopped waiting; {len(job_ids)} job(s) keep running ({', '.join(job_ids)}); stop "
-        f"them with: {stop} (each saves a checkpoint), or run the same command again once "
-        "they have ended to get the report (finished runs are skipped)"
+        f"them with: {stop} (a training saves a checkpoint at its next step), or run the same "
+        "command again once they have ended to get the report (finished runs are skipped)"
     )
 
 

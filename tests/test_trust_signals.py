@@ -238,10 +238,50 @@ def test_a_stopped_sweep_names_the_jobs_that_keep_running_and_how_to_stop_them()
     class Slurm:
         cluster = "slurm"
 
-    assert "stop them with: kill 41 42 (each saves a checkpoint)" in still_running(
-        ["41", "42"], Local()
+    assert (
+        "stop them with: kill 41 42 (a training saves a checkpoint at its next step)"
+        in still_running(["41", "42"], Local())
     )
     assert "2 job(s) keep running (7_0, 7_1); stop them with: scancel 7_0 7_1" in still_running(
         ["7_0", "7_1"], Slurm()
     )
     assert still_running([], Slurm()).startswith("stopped waiting; no job is left running")
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_submitit_local_sweep_names_its_running_jobs_and_kill_stops_them(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("submitit")
+    out = tmp_path / "sweep"
+    tiny = [o for o in TINY_RUN if o.split("=")[0] not in ("device", "train.progress")]
+    command = [sys.executable, "sweep.py", "--quick", "--launcher", "submitit-local"]
+    command += ["--slurm.gpus", "0", "--slurm.cpus", "1", f"out_dir={out}", "position=none"]
+    command += ["task=copy", "seed=0", *tiny, "train.steps=100000"]  # runs until stopped
+    stdout, stderr = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(stdout, "w") as out_file, open(stderr, "w") as err_file:  # the job inherits them:
+        process = subprocess.Popen(  # pipes would stay open as long as it runs
+            command, cwd=ROOT, stdout=out_file, stderr=err_file, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"},
+        )  # fmt: skip
+    job = None
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while "submitted" not in stdout.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        line = stdout.read_text().split("submitted ")[1].splitlines()[0]
+        assert line.startswith("1 job(s): "), line
+        job = int(line.split(": ")[1])  # submitit's local job id is its process id
+        process.send_signal(signal.SIGTERM)  # while the sweep waits for its job
+        assert process.wait(timeout=TIMEOUT_S) == 143
+        local = type("Local", (), {"cluster": "local"})()
+        assert stderr.read_text().strip() == still_running([str(job)], local)
+        assert running(job)  # the job goes on without the sweep
+        os.kill(job, signal.SIGTERM)  # what the message says to do
+        while running(job):
+            assert time.monotonic() < deadline + TIMEOUT_S
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # the job is in the sweep's session
