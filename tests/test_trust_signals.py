@@ -147,6 +147,7 @@ def test_sigterm_while_properties_writes_its_report_is_one_line(tmp_path: Path) 
     assert not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.slow  # trains the run, then the re-run evaluates it: two commands
 def test_sigterm_while_a_sweep_writes_its_report_is_one_line_and_the_rerun_writes_it(
     tmp_path: Path,
 ) -> None:
