@@ -21,12 +21,12 @@ import signal
 import sys
 
 from lab.config import ConfigError, config_to_dict, flat_keys, load_config
-from lab.distributed import is_main_process, leave_group, rank_prefix
+from lab.distributed import is_main_process, leave_group
 from lab.report import changed_task_options
 from lab.resume import resume_config
 from lab.runlock import RunLocked
 from lab.runtime import cpu_threads
-from lab.signals import exit_code, run_main, signal_name
+from lab.signals import exit_code, rank_prefix, run_main, signal_name
 from lab.trainer import TrainingDiverged, TrainingInterrupted, train
 
 STOPPED = (

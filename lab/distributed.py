@@ -235,14 +235,6 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def rank_prefix() -> str:
-    """``"[rank R] "`` under ``torchrun`` with several ranks, else ``""``: what this process
-    prints before a line every rank may print (an error)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        return ""
-    return f"[rank {os.environ.get('RANK', '?')}] "
-
-
 def leave_group() -> None:
     """Destroy the process group if this process joined one (a no-op otherwise)."""
     if dist.is_initialized():

@@ -59,6 +59,14 @@ def signal_name(stop: BaseException) -> str:
     return signal.Signals(getattr(stop, "signum", signal.SIGINT)).name
 
 
+def rank_prefix() -> str:
+    """``"[rank R] "`` under ``torchrun`` with several ranks, else ``""``: what a process
+    prints before a line every rank may print (an error, a stop)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return ""
+    return f"[rank {os.environ.get('RANK', '?')}] "
+
+
 def _install(handler: Callable[[int, object], None]) -> None:
     """``handler`` for every stop signal not ignored (a worker started with SIGINT ignored, so
     that the terminal's Ctrl-C reaches its parent only, keeps ignoring it). Main thread only."""
@@ -73,7 +81,7 @@ def _say(line: str) -> None:
     """Write ``line`` to stderr on a line of its own (after a progress bar at a terminal)."""
     with contextlib.suppress(OSError, ValueError):  # stderr closed or gone with the terminal
         start = "\n" if sys.stderr.isatty() else ""
-        sys.stderr.write(f"{start}{line}\n")
+        sys.stderr.write(f"{start}{rank_prefix()}{line}\n")
         sys.stderr.flush()
 
 
