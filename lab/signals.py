@@ -13,7 +13,7 @@ goes through three phases, each with its handler for the :data:`STOP_SIGNALS`:
    ends with ``PROGRAM: interrupted by SIGNAL; HINT``. Code that must stop at a safe point
    instead (a training between steps, a sweep between runs) installs its own handler inside
    and gives this one back when done (:func:`lab.runtime.handling_stop_signals`).
-3. After the command returned: a signal ends the process at once with its message.
+3. After the command returned (or failed): a signal ends the process at once with its message.
 
 The exit code is ``128 + signal number`` in every phase: 130 for SIGINT, 143 for SIGTERM, 129
 for SIGHUP, as a shell reports a process killed by that signal. This module imports nothing
@@ -112,14 +112,13 @@ def run_main(program: str, main: Callable[[], int], hint: str) -> int:
     """
     _install(raise_stopped)
     try:
-        status = main()
+        return main()
     except KeyboardInterrupt as stop:
-        code = exit_code(stop)
         exit_at_once(program, "while stopping")  # a second signal: no traceback either
         _say(f"{program}: interrupted by {signal_name(stop)}; {hint}")
-        return code
-    exit_at_once(program, "while exiting; its work is complete")
-    return status
+        return exit_code(stop)
+    finally:  # however main ended (an error, argparse's exit): phase 3
+        exit_at_once(program, "while exiting")
 
 
 @contextlib.contextmanager
