@@ -7,6 +7,11 @@ memory at lengths 64 to 4096.
 Prints tables and writes ``bench.json``. Numbers are medians; the machine is noisy.
 """
 
+if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
+    from lab.signals import exit_at_once
+
+    exit_at_once("bench.py")
+
 import argparse
 import json
 import sys
@@ -25,6 +30,11 @@ from lab.benchmark import (
 from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
+from lab.signals import run_main
+
+STOPPED = "nothing was written (bench.json is written whole at the end)"
+"""What a stop signal outside the guarded sections leaves, said after its one line (see
+:func:`lab.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,4 +190,4 @@ def measure(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("bench.py", main, STOPPED))

@@ -19,6 +19,11 @@ Examples::
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
+    from lab.signals import exit_at_once
+
+    exit_at_once("eval.py")
+
 import argparse
 import sys
 from pathlib import Path
@@ -37,8 +42,17 @@ from lab.evaluation import (
 from lab.files import writable_folder
 from lab.report import length_table, scheme_label, summary_table, write_reports
 from lab.runtime import configure_threads, resolve_device
+from lab.signals import run_main
 
 ERRORS = (ConfigError, OSError, ValueError)
+
+
+STOPPED = (
+    "the eval.json files and reports already written are complete (every write is atomic); run "
+    "the same command again to evaluate the rest"
+)
+"""What a stop signal outside the guarded sections leaves, said after its one line (see
+:func:`lab.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,4 +143,4 @@ def fail(error: Exception, run: Path | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("eval.py", main, STOPPED))

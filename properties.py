@@ -10,6 +10,11 @@ images into ``--out`` (default ``runs/properties``). ``--run`` adds the run's sc
 trained weights, its exact-match at 2x and attention maps at the training length and at 4x.
 """
 
+if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
+    from lab.signals import exit_at_once
+
+    exit_at_once("properties.py")
+
 import argparse
 import sys
 
@@ -17,7 +22,15 @@ import torch
 
 from lab.files import writable_folder
 from lab.property_report import write_report
+from lab.signals import run_main
 from model.position import available_schemes
+
+STOPPED = (
+    "files already written are complete (every write is atomic); run the same command again for "
+    "the whole report"
+)
+"""What a stop signal outside the guarded sections leaves, said after its one line (see
+:func:`lab.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,4 +69,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("properties.py", main, STOPPED))

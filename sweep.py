@@ -8,6 +8,11 @@ slurm`` runs every run as a SLURM job through submitit instead of local workers 
 "Scaling out").
 """
 
+if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
+    from lab.signals import exit_at_once
+
+    exit_at_once("sweep.py")
+
 import argparse
 import json
 import os
@@ -31,10 +36,19 @@ from lab.cluster import (
 from lab.config import ConfigError
 from lab.files import atomic_write
 from lab.machine import describe, machine_info
+from lab.signals import run_main
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
 CONFIGS = Path(__file__).parent / "configs"
+
+
+STOPPED = (
+    "finished runs are kept and stopped ones saved a checkpoint; run the same command again to "
+    "resume and write the report (finished runs are skipped)"
+)
+"""What a stop signal outside the guarded sections leaves, said after its one line (see
+:func:`lab.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,4 +232,4 @@ def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: in
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("sweep.py", main, STOPPED))

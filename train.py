@@ -10,18 +10,31 @@ next step and exits with 130 (SIGINT) or 143 (SIGTERM).
 processes (see README, "Scaling out"); rank 0 writes and prints.
 """
 
+if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
+    from lab.signals import exit_at_once
+
+    exit_at_once("train.py")
+
 import argparse
 import shlex
 import signal
 import sys
 
 from lab.config import ConfigError, config_to_dict, flat_keys, load_config
-from lab.distributed import is_main_process, leave_group, rank_prefix
+from lab.distributed import is_main_process, leave_group
 from lab.report import changed_task_options
 from lab.resume import resume_config
 from lab.runlock import RunLocked
 from lab.runtime import cpu_threads
+from lab.signals import exit_code, rank_prefix, run_main, signal_name
 from lab.trainer import TrainingDiverged, TrainingInterrupted, train
+
+STOPPED = (
+    "a checkpoint on disk is complete (every write is atomic); continue a run that saved one "
+    "with python train.py --resume RUN_DIR"
+)
+"""What a stop signal outside the guarded sections leaves, said after its one line (see
+:func:`lab.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # a signal before training started (see lab.signals)
         print(
-            f"{rank_prefix()}interrupted during start-up; no checkpoint was written",
+            f"{rank_prefix()}interrupted by {signal_name(stop)} during start-up; no checkpoint "
+            "was written",
             file=sys.stderr,
         )
-        return 128 + signal.SIGINT
+        return exit_code(stop)
     if not is_main_process():
         return 0
     if not result.losses:
@@ -112,4 +126,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("train.py", main, STOPPED))

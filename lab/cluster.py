@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.config import ConfigError
+from lab.signals import deferred, exit_code
 from lab.sweep import RunSpec, run_one
 
 CLUSTERS = {"slurm": "slurm", "submitit-local": "local"}
@@ -100,8 +101,9 @@ def submit_all(
     """Submit one job per spec through ``executor`` (:func:`cluster_executor`; a job array
     on SLURM), wait for all, return their records.
 
-    Ctrl-C while waiting stops the waiting, not the jobs: they keep running on the cluster;
-    the message names them and how to cancel them.
+    A stop signal (Ctrl-C, SIGTERM, SIGHUP) while submitting or waiting stops the waiting, not
+    the jobs: they keep running; the message names the unfinished ones and the command that
+    stops them (:func:`still_running`).
 
     Returns:
         ``(records, signum)`` as :func:`sweep.run_all` returns them: one record per spec in
@@ -109,23 +111,35 @@ def submit_all(
         that stopped the waiting, or None.
     """
     device = None if options.gpus else "cpu"
-    with executor.batch():
-        jobs = [executor.submit(run_job, spec, device, options.cpus) for spec in specs]
-    print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}")
-    records = []
+    jobs: list[Any] = []
+    records: list[dict[str, Any]] = []
     try:
+        with deferred():  # a stop while submitting waits until the job ids are known
+            with executor.batch():
+                jobs = [executor.submit(run_job, spec, device, options.cpus) for spec in specs]
+            print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}")
         for spec, job in zip(specs, jobs, strict=True):
             records.append(job_record(spec, job))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.signals)
         waiting = [job.job_id for job in jobs[len(records) :]]
-        print(
-            f"\nstopped waiting; {len(waiting)} job(s) keep running ({', '.join(waiting)}; "
-            "cancel them with scancel); run the same command again once they have ended to "
-            "get the report (finished runs are skipped)",
-            file=sys.stderr,
-        )
-        return records, signal.SIGINT
+        print(f"\n{still_running(waiting, executor)}", file=sys.stderr)
+        return records, exit_code(stop) - 128
     return records, None
+
+
+def still_running(job_ids: list[str], executor: Any) -> str:
+    """The line a stopped sweep prints: which jobs keep running and the command that stops
+    them (``scancel`` on SLURM; ``kill`` for submitit's local jobs, whose ids are process ids;
+    either makes a training save a checkpoint at its next step)."""
+    if not job_ids:
+        return "stopped waiting; no job is left running; run the same command again for the report"
+    local = getattr(executor, "cluster", "slurm") == "local"
+    stop = f"{'kill' if local else 'scancel'} {' '.join(job_ids)}"
+    return (
+        f"stopped waiting; {len(job_ids)} job(s) keep running ({', '.join(job_ids)}); stop "
+        f"them with: {stop} (a training saves a checkpoint at its next step), or run the same "
+        "command again once they have ended to get the report (finished runs are skipped)"
+    )
 
 
 def run_job(spec: RunSpec, device: str | None, threads: int) -> dict[str, Any]:

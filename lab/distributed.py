@@ -7,9 +7,11 @@ A plain ``python train.py`` gets the one-process group, whose collectives return
 
 Reproducibility: every rank draws the *global* batch of a step from ``(seed, step)`` exactly as
 one process does and keeps rows ``[r * B / N, (r + 1) * B / N)`` (:meth:`Group.shard`). The
-loss is the mean over the answer tokens of the global batch (every row of a step has as many
-answer tokens, so it is the mean of the ranks' means, which is what DDP's gradient averaging
-differentiates). A run therefore follows the one-process loss curve up to float rounding, and
+loss is the mean over the answer tokens of the global batch on every task: a rank's rows may
+hold more or fewer answer tokens than another's (padded answers, as in ``selective_copy``), so
+each rank differentiates its token sum times ``N`` over the global token count
+(:meth:`Group.token_mean`), and DDP's average of the ranks' gradients is the gradient of the
+global mean. A run therefore follows the one-process loss curve up to float rounding, and
 resuming with another N is the same run. Dropout masks are the exception: each rank draws its
 own from torch's generator, seeded per rank (:meth:`Group.seed_dropout`).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,11 +49,14 @@ class Group:
         rank: global rank, 0 is the one that writes files and prints.
         world_size: number of ranks (1 without ``torchrun``).
         local_rank: rank on this machine; picks the GPU.
+        launcher_pid: under ``torchrun``, the process id of the launcher that started this
+            rank (its parent when the group was joined); None otherwise.
     """
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    launcher_pid: int | None = None
 
     @property
     def is_main(self) -> bool:
@@ -61,6 +67,22 @@ class Group:
     def active(self) -> bool:
         """More than one rank: collectives communicate."""
         return self.world_size > 1
+
+    def launcher_gone(self) -> bool:
+        """Under ``torchrun``: the launcher that started this rank has died (``kill -9``), so
+        this rank was re-parented and nobody would stop it or collect it. One ``getppid`` call:
+        cheap enough to ask before every step."""
+        return self.launcher_pid is not None and os.getppid() != self.launcher_pid
+
+    def stop_check(self, should_stop: Callable[[], bool] | None) -> Callable[[], bool]:
+        """``should_stop`` (None: never) that also turns true once :meth:`launcher_gone`: a rank
+        whose launcher died stops at its next step with a checkpoint, releasing the run's
+        lock, instead of training on as an orphan."""
+
+        def check() -> bool:
+            return self.launcher_gone() or (should_stop is not None and should_stop())
+
+        return check
 
     def check_batch_size(self, batch_size: int) -> None:
         """Raise ``ValueError`` (one line) unless ``batch_size`` splits evenly across ranks."""
@@ -113,6 +135,32 @@ class Group:
         dist.all_reduce(total)
         return (total / self.world_size).tolist()
 
+    def token_mean(self, total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        """This rank's share of a mean over the tokens of every rank.
+
+        Args:
+            total: scalar, the sum of a per-token value (the loss) over this rank's tokens.
+            count: scalar, how many tokens ``total`` sums over (may differ between ranks).
+
+        Returns:
+            ``total * N / (count summed over the ranks)``: averaged over the ranks (as DDP
+            averages gradients, and :meth:`mean` the logged values) it is the global token
+            mean; with one process, ``total / count``.
+        """
+        if not self.active:
+            return total / count
+        counts = count.detach().to(_collective_device(), torch.float64)
+        dist.all_reduce(counts)
+        return total * (self.world_size / counts.item())
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of ``values`` over the ranks (float64 all-reduce)."""
+        if not self.active:
+            return list(values)
+        total = torch.tensor(values, dtype=torch.float64, device=_collective_device())
+        dist.all_reduce(total)
+        return total.tolist()
+
     def any(self, flag: bool) -> bool:
         """True on every rank if ``flag`` is true on any rank (so all stop at the same step)."""
         if not self.active:
@@ -155,14 +203,16 @@ def join_group(device: torch.device) -> tuple[Group, torch.device]:
 
     Without ``WORLD_SIZE`` (or with 1) it returns the one-process group and ``device``. Under
     ``torchrun`` a CUDA ``device`` becomes ``cuda:LOCAL_RANK`` with the NCCL backend, the CPU
-    uses gloo. Joining twice in one process returns the same group.
+    uses gloo. Joining twice in one process returns the same group. Under ``torchrun`` (its
+    ``TORCHELASTIC_RUN_ID`` is set) the group remembers the launcher (:meth:`Group.launcher_gone`).
 
     Raises:
         ValueError: ``device`` is MPS (no multi-process backend), or more local ranks than GPUs.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launcher = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else None  # set by torchrun
     if world_size == 1:
-        return Group(), device
+        return Group(launcher_pid=launcher), device
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "mps":
         raise ValueError("device=mps cannot train with torchrun; use device=cpu or a CUDA machine")
@@ -177,20 +227,12 @@ def join_group(device: torch.device) -> tuple[Group, torch.device]:
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, timeout=TIMEOUT)
-    return Group(rank, world_size, local_rank), device
+    return Group(rank, world_size, local_rank, launcher), device
 
 
 def is_main_process() -> bool:
     """This process is rank 0 of a ``torchrun`` job, or runs alone (read from ``RANK``)."""
     return os.environ.get("RANK", "0") == "0"
-
-
-def rank_prefix() -> str:
-    """``"[rank R] "`` under ``torchrun`` with several ranks, else ``""``: what this process
-    prints before a line every rank may print (an error)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        return ""
-    return f"[rank {os.environ.get('RANK', '?')}] "
 
 
 def leave_group() -> None:

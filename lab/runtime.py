@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from lab.signals import STOP_SIGNALS
+
 
 def parse_device(name: str) -> torch.device:
     """Check the spelling of a device name (``auto`` is returned as ``cpu``; see
@@ -131,13 +133,6 @@ def autocast(device: torch.device, precision: str = "auto") -> contextlib.Abstra
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=dtype)
-
-
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-"""Signals that stop a run cleanly: Ctrl-C, what ``timeout`` and batch schedulers send
-(SIGTERM), and what a closing terminal sends (SIGHUP, POSIX only)."""
 
 
 @dataclass

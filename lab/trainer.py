@@ -198,7 +198,8 @@ def train(
     new budget (it is stretched, not restarted), so from the resumed step on the learning rate
     follows the longer schedule, which is higher than the old one at that step.
 
-    SIGINT (Ctrl-C), SIGTERM, or ``should_stop()`` turning true (checked before every step)
+    SIGINT (Ctrl-C), SIGTERM, ``should_stop()`` turning true (checked before every step), or
+    under ``torchrun`` the death of the launcher (:meth:`lab.distributed.Group.launcher_gone`)
     finishes the current step, saves a checkpoint and raises :class:`TrainingInterrupted`. Saves
     and the final writes of a finished run complete even if a second signal arrives; a second
     signal in the middle of a step stops at once, without saving (the last checkpoint stays).
@@ -227,6 +228,7 @@ def train(
     configure_threads(config.threads)
     if resume:
         find_checkpoint(run_dir)
+    should_stop = group.stop_check(should_stop)  # and a rank whose torchrun died stops
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
@@ -329,8 +331,9 @@ def run_loop(
                 device,
                 run.step,
                 precision=config.precision,
+                group=group,
             )
-            (loss_value,) = group.mean([loss_value])  # mean over the global batch
+            (loss_value,) = group.mean([loss_value])  # token mean over the global batch
             run.step += 1
             in_step = False
             r.step, r.final_loss = run.step, loss_value
@@ -343,12 +346,11 @@ def run_loop(
                 loss=f"{loss_value:.3f}", acc=f"{exact:.2f}", tok_s=f"{tokens_per_s:,.0f}"
             )
             if run.step % t.log_every == 0:
-                exact_all, token_accuracy = group.mean(
-                    [
-                        exact,
-                        scores.correct_tokens.sum().item() / scores.answer_tokens.sum().item(),
-                    ]
+                (exact_all,) = group.mean([exact])  # every rank holds as many rows
+                correct, answers = group.sum(
+                    [scores.correct_tokens.sum().item(), scores.answer_tokens.sum().item()]
                 )
+                token_accuracy = correct / answers  # over the global batch's answer tokens
                 scalars = {
                     "loss": loss_value,
                     "exact_match": exact_all,
@@ -421,14 +423,22 @@ def train_step(
     device: torch.device,
     step: int,
     precision: str = "auto",
+    group: Group | None = None,
 ) -> tuple[torch.Tensor, float, float, float]:
     """One optimizer step on the answer tokens of ``batch`` (cross-entropy, clipped gradients),
     forward pass in ``precision`` (:func:`lab.runtime.autocast`).
 
+    With several ranks (``group.active``, ``batch`` is this rank's shard, ``model`` wrapped in
+    DDP), this rank's loss is its token sum over the global answer-token count, times the number
+    of ranks (:meth:`lab.distributed.Group.token_mean`): DDP's gradient average is then the
+    gradient of the global batch's token mean, whatever each rank's share of answer tokens. One
+    process computes the plain mean, as before.
+
     Returns:
         ``(logits, loss, grad_norm, lr)``: detached logits ``(B, S - 1, V)``, the loss before
-        the step, the global gradient norm before clipping, and the learning rate this step
-        used (the first parameter group's, read before ``scheduler.step()``).
+        the step (with several ranks, this rank's share: their mean is the global mean), the
+        global gradient norm before clipping, and the learning rate this step used (the first
+        parameter group's, read before ``scheduler.step()``).
 
     Raises:
         TrainingDiverged: the loss or the global gradient norm is NaN or infinite (checked
@@ -439,7 +449,12 @@ def train_step(
         logits = model(batch.inputs, prefix_len=batch.answer_start)  # (B, S-1, V)
     answer_logits = logits[:, batch.answer_slice].float()  # (B, A, V)
     targets = batch.answer_targets.masked_fill(~batch.answer_mask, IGNORED)  # (B, A)
-    loss = F.cross_entropy(answer_logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORED)
+    flat_logits, flat_targets = answer_logits.flatten(0, 1), targets.flatten()  # (B*A, V), (B*A,)
+    if group is None or not group.active:
+        loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORED)
+    else:
+        total = F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORED, reduction="sum")
+        loss = group.token_mean(total, (flat_targets != IGNORED).sum())
     loss_value = loss.item()
     if not math.isfinite(loss_value):
         raise TrainingDiverged(
