@@ -5,6 +5,7 @@ Also what a run folder holds, so that ``--overwrite`` deletes only what the proj
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -72,6 +73,20 @@ def find_checkpoint(run_dir: str | Path) -> Path:
             f"train it first with: python train.py run_dir={shlex.quote(str(run_dir))}"
         )
     return path
+
+
+def checkpoint_digest(run_dir: str | Path) -> str:
+    """SHA-256 (hex) of ``RUN_DIR/checkpoint.pt``'s bytes: the identity of the trained run an
+    ``eval.json`` was computed from (a retrained, replaced or other run has another).
+
+    Raises:
+        FileNotFoundError: see :func:`find_checkpoint`.
+    """
+    digest = hashlib.sha256()
+    with find_checkpoint(run_dir).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
