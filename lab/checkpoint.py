@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,27 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.config import config_from_dict
-from lab.files import TMP_SUFFIX, atomic_writer
+from lab.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.runlock import LOCK_NAME
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
-RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", "events.out.tfevents.*")
-RUN_FILES += ("report.md", "results.csv", "results.json", "accuracy_vs_length.png")
-"""Files (glob patterns) that a run, its evaluation or a sweep report write into a run folder."""
-RUN_FOLDERS = ("hparams", "extrapolation")
-"""Folders that TensorBoard logging writes into a run folder."""
+EVENTS = "events.out.tfevents.*"
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", EVENTS)
+"""Files (glob patterns) that a run and its evaluation write into a run folder."""
+REPORT_FILES = {
+    "report.md": b"# Evaluation report\n",
+    "results.csv": b"run,position,task,seed,length,",
+    "results.json": b"[",
+    "accuracy_vs_length.png": b"\x89PNG\r\n\x1a\n",
+    "learning_speed.png": b"\x89PNG\r\n\x1a\n",
+    "order_sensitivity.png": b"\x89PNG\r\n\x1a\n",
+}
+"""Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins: one is
+deleted by ``--overwrite`` only when it begins so (a user's ``report.md`` does not)."""
+RUN_FOLDERS = ("evaluations", "hparams", "extrapolation")
+"""Folders below a run folder whose events and ``eval.json`` files the project wrote (a
+sweep's evaluations under other settings; TensorBoard logs of earlier versions)."""
 TRAINER_FILES = (CHECKPOINT_NAME, CONFIG_NAME)
 """Files that only the training process writes (under the folder's lock)."""
 
@@ -123,14 +133,18 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
 
 
 def is_run(run_dir: str | Path) -> bool:
-    """``run_dir`` holds a run of this project: a checkpoint or a ``config.yaml`` that this
-    project can read back as a run's."""
+    """``run_dir`` provably holds a run of this project: a readable checkpoint, or (a run
+    stopped before its first checkpoint) a ``config.yaml`` this project reads back as a run's
+    together with the TensorBoard events that training writes. A user's folder with a valid
+    ``config.yaml`` and no events is not a run."""
     run_dir = Path(run_dir)
     try:
         load_checkpoint(run_dir)
         return True
     except (FileNotFoundError, ValueError):
         pass
+    if not any(p.is_file() and not p.is_symlink() for p in run_dir.glob(EVENTS)):
+        return False
     try:
         config_from_dict(OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG_NAME)))
     except Exception:  # missing, not YAML (errors come from several libraries), not a config
@@ -138,26 +152,102 @@ def is_run(run_dir: str | Path) -> bool:
     return True
 
 
-def clear_run(run_dir: str | Path) -> None:
-    """Delete what the project writes into a run folder (:data:`RUN_FILES`, :data:`RUN_FOLDERS`
-    and interrupted writes of them), leaving every other file alone.
+def run_files(run_dir: str | Path) -> list[Path]:
+    """The files of ``run_dir`` that the project wrote, each checked to be a regular file
+    (never a folder or a link's target): :data:`RUN_FILES`, the :data:`REPORT_FILES` that begin
+    as the project writes them, the events and ``eval.json`` files in :data:`RUN_FOLDERS` (not
+    followed through links), and interrupted writes (``.NAME.*.tmp``) of all of them."""
+    run_dir = Path(run_dir)
+    found = [p for pattern in RUN_FILES for p in run_dir.glob(pattern)]
+    for name, start in REPORT_FILES.items():
+        path = run_dir / name
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as file:
+                if file.read(len(start)) == start:
+                    found.append(path)
+    for folder in (run_dir / name for name in RUN_FOLDERS):
+        if folder.is_dir() and not folder.is_symlink():
+            for path in folder.rglob("*"):
+                inside = not any(p.is_symlink() for p in path.relative_to(run_dir).parents)
+                ours = path.name == "eval.json" or path.match(EVENTS) or path.match("*.tmp")
+                if inside and ours:
+                    found.append(path)
+    names = [*TRAINER_FILES, "eval.json", *REPORT_FILES]
+    found += [p for name in names for p in run_dir.glob(f".{name}.*{TMP_SUFFIX}")]
+    return sorted({p for p in found if p.is_file() and not p.is_symlink()})
+
+
+def clear_run(run_dir: str | Path) -> list[Path]:
+    """Delete the files the project wrote into a run folder (:func:`run_files`), then the
+    folders of :data:`RUN_FOLDERS` left empty; every other file and folder stays. Everything
+    is checked before anything is deleted: the folder must provably hold a run
+    (:func:`is_run`) and be writable.
+
+    Returns:
+        the deleted files.
 
     Raises:
         FileExistsError: ``run_dir`` holds files but no run of this project (nothing deleted).
+        OSError: the folder is not writable (nothing deleted).
     """
     run_dir = Path(run_dir)
     others = [p for p in run_dir.iterdir() if p.name != LOCK_NAME] if run_dir.is_dir() else []
-    if others and not is_run(run_dir):
+    if not others:
+        return []
+    if not is_run(run_dir):
         raise FileExistsError(
             f"run_dir={str(run_dir)!r} holds files but no run of this project (no readable "
-            f"{CHECKPOINT_NAME} or {CONFIG_NAME}); --overwrite replaces only runs, so nothing "
-            "was deleted; pick another run_dir"
+            f"{CHECKPOINT_NAME}, nor a {CONFIG_NAME} with TensorBoard events); --overwrite "
+            "replaces only runs, so nothing was deleted; pick another run_dir"
         )
-    for pattern in RUN_FILES:
-        for path in [*run_dir.glob(pattern), *run_dir.glob(f".{pattern}.*{TMP_SUFFIX}")]:
-            path.unlink()
-    for folder in RUN_FOLDERS:
-        shutil.rmtree(run_dir / folder, ignore_errors=True)
+    writable_folder(run_dir)
+    doomed = run_files(run_dir)
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    for folder in (run_dir / name for name in RUN_FOLDERS):
+        if folder.is_dir() and not folder.is_symlink():
+            for sub in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
+                if sub.is_dir() and not sub.is_symlink() and not any(sub.iterdir()):
+                    sub.rmdir()
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    return doomed
+
+
+def check_fresh_start(run_dir: str | Path, files: bool = True) -> bool:
+    """Check that a new run (neither resumed nor overwriting) may start in ``run_dir``; with
+    ``files`` False only the checkpoint is checked (the ranks of ``torchrun`` other than 0,
+    which write nothing).
+
+    Returns:
+        True when the folder holds the files of a run stopped before its first checkpoint
+        (:func:`is_run`: its ``config.yaml`` and TensorBoard events): the caller clears them
+        (:func:`clear_run`) so that the new run's steps are not logged twice. False when there
+        is nothing of the project's to clear (a ``config.yaml`` alone is rewritten).
+
+    Raises:
+        FileExistsError: ``run_dir`` holds a checkpoint, or files the project writes (events,
+            ``eval.json``, reports) but no run; one line naming ``--resume`` and
+            ``--overwrite``.
+    """
+    run_dir = Path(run_dir)
+    quoted = shlex.quote(str(run_dir))
+    if checkpoint_path(run_dir).is_file():
+        raise FileExistsError(
+            f"run_dir={str(run_dir)!r} already holds a run; continue it with "
+            f"python train.py --resume {quoted}, pick another run_dir=..., or replace it with "
+            "--overwrite"
+        )
+    found = [p for p in run_files(run_dir) if p.name != CONFIG_NAME] if files else []
+    if not found:
+        return False
+    if is_run(run_dir):
+        return True
+    raise FileExistsError(
+        f"run_dir={str(run_dir)!r} holds files the project writes ({found[0].name}) but no run "
+        f"to --resume (no {CHECKPOINT_NAME}) and nothing --overwrite may replace (no "
+        f"{CONFIG_NAME} of a run); pick another run_dir"
+    )
 
 
 def remove_partial_writes(run_dir: str | Path) -> list[Path]:

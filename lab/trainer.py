@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import signal
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from tqdm import tqdm
 from data import Batch
 from lab.batches import training_batch
 from lab.checkpoint import (
+    check_fresh_start,
     checkpoint_path,
     clear_run,
     find_checkpoint,
@@ -209,7 +209,9 @@ def train(
 
     Raises:
         FileExistsError: not ``resume``/``overwrite``, and ``run_dir`` already holds a
-            checkpoint; or ``overwrite`` of a folder that holds no run (nothing deleted).
+            checkpoint, or files the project writes but no run (a run stopped before its first
+            checkpoint is cleared instead, see :func:`lab.checkpoint.check_fresh_start`); or
+            ``overwrite`` of a folder that holds no run (nothing deleted).
         RunLocked: another process trains into ``run_dir``.
         ConfigError: ``resume`` with ``config`` differing from the saved one in other keys, or
             a ``train.steps`` below the steps already taken.
@@ -230,16 +232,11 @@ def train(
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
-        if not (resume or overwrite) and checkpoint_path(run_dir).is_file():
-            raise FileExistsError(
-                f"run_dir={str(run_dir)!r} already holds a run; continue it with "
-                f"python train.py --resume {shlex.quote(str(run_dir))}, pick another "
-                "run_dir=..., or replace it with --overwrite"
-            )
+        leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
         state = load_checkpoint(run_dir, device) if resume else None
         run = start_run(config, state, device, group)
         if group.is_main:
-            if overwrite:
+            if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
                 clear_run(run_dir)
             remove_partial_writes(run_dir)
         if run.result.finished:
