@@ -35,7 +35,7 @@ from lab.config import (
     config_to_dict,
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
-from lab.files import safe_folder
+from lab.files import linked_below, safe_folder
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
 from lab.runtime import resolve_device
@@ -91,6 +91,8 @@ def load_evaluation(
     ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
+    if folder is not None and linked_below(folder, run_dir) is not None:
+        return None  # a linked folder in the run: evaluate_run refuses it by name
     try:
         result = json.loads(path.read_text())
         jsonschema.validate(result, SCHEMA)

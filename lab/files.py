@@ -105,6 +105,22 @@ def writable_folder(path: str | Path, create: bool = True) -> Path:
     return path
 
 
+def linked_below(path: str | Path, root: str | Path) -> Path | None:
+    """The first component of ``path`` below ``root`` (``path`` included) that is a symbolic
+    link, or None; None also when ``path`` is not below ``root`` (lexically)."""
+    path, root = Path(path), Path(root)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return None
+    folder = root
+    for part in parts:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
+    return None
+
+
 def safe_folder(path: str | Path, root: str | Path) -> Path:
     """Create the folder ``path`` below ``root`` one component at a time, refusing any
     component below ``root`` that is a symbolic link or not a folder, so that a write into a

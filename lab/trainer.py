@@ -29,6 +29,7 @@ from lab.checkpoint import (
 )
 from lab.config import Config, ConfigError, config_to_dict, save_config
 from lab.distributed import Group, join_group
+from lab.event_files import drop_events_after
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
 from lab.run_logs import periodic_eval, write_hparams, write_layout, write_samples
@@ -205,7 +206,9 @@ def train(
 
     Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
     and on interruption) and TensorBoard events into the run folder. Events of steps after the
-    checkpoint a run resumes from are dropped (``purge_step``), so every step is logged once.
+    checkpoint a run resumes from are dropped (``purge_step``, and removed from the event files:
+    :func:`lab.event_files.drop_events_after`), and a fresh start clears the files of a run
+    stopped before its first checkpoint, so every step is in the event files once.
 
     Raises:
         FileExistsError: not ``resume``/``overwrite``, and ``run_dir`` already holds a
@@ -239,6 +242,8 @@ def train(
             if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
                 clear_run(run_dir)
             remove_partial_writes(run_dir)
+            if state is not None:  # steps a killed process logged after its checkpoint
+                drop_events_after(run_dir, run.step)
         if run.result.finished:
             return run.result
         if group.is_main:
