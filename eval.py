@@ -4,7 +4,7 @@ For every run (a folder holding ``checkpoint.pt``; a parent folder is searched r
 exact-match and per-token accuracy over a length grid up to ``eval.max_length_factor`` times the
 longest training length (always at 1.1x, 1.25x, 1.5x, 2x, 3x and 4x of it), minimal pairs at
 every length (``svo``, ``copy``, ``reverse``) and an order-blindness check.
-Each run gets ``RUN_DIR/eval.json`` and TensorBoard scalars ``extrapolation/*``, and the
+Each run gets ``RUN_DIR/eval.json`` and TensorBoard curves ``by_length_set_smoothing_0/*``, and
 cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
 go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
 to ``DIR/<its path below the given folder>/``) and the run folders are left untouched. Every

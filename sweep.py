@@ -11,7 +11,6 @@ slurm`` runs every run as a SLURM job through submitit instead of local workers 
 import argparse
 import json
 import os
-import platform
 import shlex
 import signal
 import sys
@@ -31,6 +30,7 @@ from lab.cluster import (
 )
 from lab.config import ConfigError
 from lab.files import atomic_write
+from lab.machine import describe, machine_info
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
@@ -177,6 +177,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         such runs are named, never left out silently.
     """
     from lab.report import summary_table, write_reports
+    from lab.sweep_tensorboard import tensorboard_url, write_sweep_tensorboard
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]
@@ -184,6 +185,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     paths = write_reports(results, out_dir) if results else {}
     if results:
         paths["timing"] = write_timing(records, out_dir, seconds, workers)
+        paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
     print()
     if results:
         print(summary_table(results, out_dir))
@@ -204,20 +206,20 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     for name, path in paths.items():
         print(f"{name}: {path}")
     print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
+    if results:
+        print(f"  one line per scheme (mean over seeds), smoothing 0: {tensorboard_url()}")
     return 1 if failed or stopped else 0
 
 
 def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
     """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
-    cpu = platform.processor() or platform.machine()
-    machine = f"{os.cpu_count()} CPU core(s) ({cpu}), torch {torch.__version__}"
-    if torch.cuda.is_available():
-        machine += f", GPU {torch.cuda.get_device_name(0)}"
+    info = machine_info()
     timing = {
         "seconds": round(seconds, 1),
         "workers": workers,
         "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
-        "machine": machine,
+        "machine": describe(info),
+        "machine_info": info,
     }
     return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
 

@@ -291,7 +291,7 @@ def evaluate_run(
         eval_config: evaluation settings; None uses the run's saved ``eval`` section.
         device: where to evaluate (``auto | cpu | cuda | cuda:N | mps`` or a torch.device).
         progress: a tqdm bar advanced once per length and once for the order probes.
-        write_to: folder for ``eval.json`` and the ``extrapolation/*`` TensorBoard scalars;
+        write_to: folder for ``eval.json`` and its TensorBoard events (``write_tensorboard``);
             None writes them into ``run_dir``.
         root: the folder the writes stay in: every folder from it down to ``write_to`` is
             created here and refused if it is a symbolic link (:func:`lab.files.safe_folder`);

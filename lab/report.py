@@ -1,8 +1,9 @@
 """Evaluation outputs: the ``eval.json`` schema, per-run files and cross-run reports.
 
 Per run (:func:`write_eval_json`, :func:`write_tensorboard`): ``RUN_DIR/eval.json`` and the
-TensorBoard scalars ``extrapolation/exact_match`` and ``extrapolation/token_accuracy`` whose step
-is the length. Across runs (:func:`write_reports`): ``results.csv`` (one row per run x length),
+TensorBoard scalars ``by_length_set_smoothing_0/exact_match`` and ``.../token_accuracy`` whose
+step is the length, the figure ``figures/accuracy_vs_length`` and the ``headline/*`` metrics.
+Across runs (:func:`write_reports`): ``results.csv`` (one row per run x length),
 ``results.json`` (the list of ``eval.json`` dicts), ``report.md`` (a table per run and, when
 seeds repeat, means over seeds) and ``accuracy_vs_length.png``.
 """
@@ -22,6 +23,7 @@ from data import available_tasks, task_class
 from lab.config import migrate_data_keys
 from lab.files import atomic_write, atomic_writer
 from lab.stats import t_interval
+from lab.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from model.position import available_schemes
 from model.position.options import describe, options_dict
 
@@ -172,18 +174,32 @@ EVAL_EVENTS = ".extrapolation"
 
 
 def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
-    """Log the extrapolation curve as scalars whose step is the length (supported lengths)."""
+    """Log one evaluation into ``run_dir``'s TensorBoard run, replacing an earlier one.
+
+    - ``by_length_set_smoothing_0/exact_match`` and ``.../token_accuracy`` (step = length,
+      supported lengths), mirrored as ``compare/TASK/exact_match_by_length_set_smoothing_0``
+      for the task's Custom Scalars group (:mod:`lab.tb_tags`: the name says smoothing must
+      be 0, since the step is a length);
+    - the same curve as a figure, ``figures/accuracy_vs_length`` (Images tab; no smoothing);
+    - the test-set ``headline/*`` metrics of the HParams tab (:func:`headline_scalars`).
+    """
     from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
 
     for old in Path(run_dir).glob(f"events.out.tfevents.*{EVAL_EVENTS}"):
         old.unlink()  # the latest evaluation replaces earlier ones instead of merging with them
     writer = SummaryWriter(str(run_dir), filename_suffix=EVAL_EVENTS)
-    compare = f"compare/{result['task']}/extrapolation_exact_match"  # lab.run_logs' layout
+    compare = f"compare/{result['task']}/{LENGTH_COMPARE}"  # lab.run_logs' layout
     for row in result["lengths"]:
         if row["supported"]:
-            writer.add_scalar("extrapolation/exact_match", row["exact_match"], row["length"])
-            writer.add_scalar("extrapolation/token_accuracy", row["token_accuracy"], row["length"])
+            writer.add_scalar(f"{LENGTH_CURVES}/exact_match", row["exact_match"], row["length"])
+            writer.add_scalar(
+                f"{LENGTH_CURVES}/token_accuracy", row["token_accuracy"], row["length"]
+            )
             writer.add_scalar(compare, row["exact_match"], row["length"])
+    if any(row["supported"] for row in result["lengths"]):
+        figure = plot_accuracy_vs_length([result], None)
+        figure.suptitle(f"{run_label(result)}: {scheme_label(result)} on {result['task']}")
+        writer.add_figure(RUN_FIGURE, figure, result.get("train_steps") or 0, close=False)
     for tag, value in headline_scalars(result).items():
         writer.add_scalar(tag, value, 0)
     writer.close()
@@ -192,7 +208,8 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
 def headline_scalars(result: dict[str, Any]) -> dict[str, float]:
     """The ``headline/*`` metrics of the HParams tab (:data:`lab.run_logs.HEADLINE`) that this
     evaluation has: exact-match in distribution and at 1.25x, 1.5x, 2x, 4x, minimal pairs in
-    distribution, permutation TVD."""
+    distribution, permutation TVD (test set), and ``reached_target`` (1 or 0) when
+    ``eval.json`` records whether the training reached its target."""
     from lab.aggregate import pair_values
 
     summary = result["summary"]
@@ -201,6 +218,8 @@ def headline_scalars(result: dict[str, Any]) -> dict[str, float]:
         values[f"headline/exact_match_{label}"] = summary["at"].get(label)
     values["headline/pair_accuracy_in_dist"] = pair_values([result], "in_dist")[0]
     values["headline/permutation_tvd"] = result.get("order", {}).get("permutation_tvd")
+    reached = result.get("reached_target")  # set by the training, when it records it
+    values["headline/reached_target"] = None if reached is None else float(reached)
     return {tag: value for tag, value in values.items() if value is not None}
 
 

@@ -25,6 +25,7 @@ from lab.config import Config, config_to_dict
 from lab.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
 from lab.metrics import score_answers
 from lab.runtime import autocast
+from lab.tb_tags import LENGTH_CHART, LENGTH_COMPARE
 from model import Transformer
 
 AXES = {"scheme": "model.position", "task": "data.task", "seed": "seed", "lr": "train.lr"}
@@ -37,22 +38,60 @@ NOISE = frozenset(
 """Config keys left out of the HParams tab: they change how a run reports, not what it learns."""
 
 HEADLINE = {
-    "hparam/exact_match_in_dist": "final periodic exact-match in distribution (validation set)",
-    "hparam/exact_match_2x": "final periodic exact-match at 2x (validation set)",
-    "hparam/exact_match_4x": "final periodic exact-match at 4x (validation set)",
-    "hparam/steps_to_target": "step whose evaluation reached train.target_accuracy",
-    "hparam/final_loss": "training loss of the last step",
-    "eval/loss_in_dist": "last validation loss in distribution (periodic evaluation)",
-    "headline/exact_match_in_dist": "eval.py: exact-match in distribution (evaluation set)",
-    "headline/exact_match_1.25x": "eval.py: exact-match at 1.25x the longest training length",
-    "headline/exact_match_1.5x": "eval.py: exact-match at 1.5x",
-    "headline/exact_match_2x": "eval.py: exact-match at 2x",
-    "headline/exact_match_4x": "eval.py: exact-match at 4x",
-    "headline/pair_accuracy_in_dist": "eval.py: minimal pairs with both members right",
-    "headline/permutation_tvd": "eval.py: next-token change when the prompt is shuffled",
+    "headline/exact_match_in_dist": (
+        "TEST exact-match in dist",
+        "eval.py, test set: exact-match in distribution (mean over the training-range lengths)",
+    ),
+    "headline/reached_target": (
+        "reached target (1 yes, 0 no)",
+        "0: the run ended at its step cap below train.target_accuracy (not learned); "
+        "from eval.json's reached_target",
+    ),
+    "headline/exact_match_1.25x": (
+        "TEST exact-match 1.25x",
+        "eval.py, test set: exact-match at 1.25x the longest training length",
+    ),
+    "headline/exact_match_1.5x": ("TEST exact-match 1.5x", "eval.py, test set: at 1.5x"),
+    "headline/exact_match_2x": ("TEST exact-match 2x", "eval.py, test set: at 2x"),
+    "headline/exact_match_4x": ("TEST exact-match 4x", "eval.py, test set: at 4x"),
+    "headline/pair_accuracy_in_dist": (
+        "TEST minimal pairs in dist",
+        "eval.py, test set: minimal pairs with both members right, in distribution",
+    ),
+    "headline/permutation_tvd": (
+        "TEST permutation TVD",
+        "eval.py: next-token change when the prompt is shuffled (0: order-blind)",
+    ),
+    "hparam/validation_exact_match_in_dist": (
+        "validation exact-match in dist",
+        "last periodic evaluation, validation set (early stopping reads it; not the test set)",
+    ),
+    "hparam/validation_exact_match_2x": (
+        "validation exact-match 2x",
+        "last periodic evaluation at 2x, validation set",
+    ),
+    "hparam/validation_exact_match_4x": (
+        "validation exact-match 4x",
+        "last periodic evaluation at 4x, validation set",
+    ),
+    "hparam/validation_reached_target": (
+        "validation reached target",
+        "1: the last periodic evaluation reached train.target_accuracy (early stop); 0: it did not",
+    ),
+    "hparam/steps_to_target": (
+        "steps to target (validation)",
+        "step whose periodic evaluation (validation set) reached train.target_accuracy",
+    ),
+    "hparam/final_loss": ("final training loss", "training loss of the last step"),
+    "eval/loss_in_dist": (
+        "validation loss in dist",
+        "last validation loss in distribution (periodic evaluation)",
+    ),
 }
-"""The HParams tab's metrics: scalar tags of the run's own folder (``headline/*`` are written
-by ``eval.py``, :func:`lab.report.write_tensorboard`), each with its description."""
+"""The HParams tab's metrics, in the order of its columns: the test-set figures of ``eval.py``
+(``headline/*``, :func:`lab.report.write_tensorboard`) first, then the validation figures of
+the training's periodic evaluation, named as such. Tag -> (column title, description); each
+tag is a scalar of the run's own folder."""
 
 
 def periodic_lengths(config: Config) -> dict[str, list[int]]:
@@ -180,27 +219,39 @@ def write_hparams(
     evals: dict[str, float],
     step: int,
     final_loss: float | None,
+    reached_target: bool | None = None,
 ) -> None:
     """Record the run's hyperparameters and headline metrics for TensorBoard's HParams tab.
 
     Written into the run's own event file (``SummaryWriter.add_hparams`` would open a
     subfolder that TensorBoard lists as a second run). The experiment lists every
-    :data:`HEADLINE` metric (``eval.py`` adds the ``headline/*`` values later) and marks the
-    :data:`AXES` as differing, so TensorBoard shows them first.
+    :data:`HEADLINE` metric in its order (test-set ``headline/*`` first; ``eval.py`` adds their
+    values later), each with its column title, and marks the :data:`AXES` as differing, so
+    TensorBoard shows them first. The seed is written as its decimal string: the HParams table
+    prints every number with 5 significant digits (seed 0 as ``0.0000``).
 
     Args:
-        evals: the final periodic evaluation (:func:`periodic_eval`).
-        step: the last step; it is also ``steps_to_target`` when ``in_dist`` reached the target.
+        evals: the final periodic evaluation (:func:`periodic_eval`): ``{"in_dist", "2x",
+            "4x"}`` -> validation exact-match, logged as ``hparam/validation_exact_match_*``.
+        step: the last step; it is also ``steps_to_target`` when the target was reached.
         final_loss: training loss of the last step (None: no step ran in this process and
             none was saved).
+        reached_target: whether the training stopped because it reached
+            ``train.target_accuracy``; None: the last evaluation's ``in_dist`` >= the target.
+            Logged as ``hparam/validation_reached_target`` (1 or 0) when a target is set.
     """
-    metrics = {f"hparam/exact_match_{name}": value for name, value in evals.items()}
+    metrics = {f"hparam/validation_exact_match_{name}": value for name, value in evals.items()}
     if final_loss is not None:
         metrics["hparam/final_loss"] = final_loss
     target = config.train.target_accuracy
-    if target is not None and evals.get("in_dist", 0.0) >= target:
-        metrics["hparam/steps_to_target"] = step
-    experiment, start, end = hparams_summary(hparams(config), dict.fromkeys(HEADLINE, 0.0))
+    if target is not None:
+        if reached_target is None:
+            reached_target = evals.get("in_dist", 0.0) >= target
+        metrics["hparam/validation_reached_target"] = float(reached_target)
+        if reached_target:
+            metrics["hparam/steps_to_target"] = step
+    shown = hparams(config) | {"seed": str(config.seed)}
+    experiment, start, end = hparams_summary(shown, dict.fromkeys(HEADLINE, 0.0))
     for summary in (mark_axes(experiment), start, end):
         writer.file_writer.add_summary(summary, step)
     for name, value in metrics.items():
@@ -209,13 +260,13 @@ def write_hparams(
 
 def mark_axes(experiment: Any) -> Any:
     """The experiment summary with the :data:`AXES` marked as differing and every metric
-    described (:data:`HEADLINE`)."""
+    titled and described (:data:`HEADLINE`)."""
     value = experiment.value[0]
     data = HParamsPluginData.FromString(value.metadata.plugin_data.content)
     for info in data.experiment.hparam_infos:
         info.differs = info.name in AXES
     for info in data.experiment.metric_infos:
-        info.description = HEADLINE.get(info.name.tag, "")
+        info.display_name, info.description = HEADLINE.get(info.name.tag, ("", ""))
     value.metadata.plugin_data.content = data.SerializeToString()
     return experiment
 
@@ -237,18 +288,24 @@ def hparams(config: Config) -> dict[str, Any]:
     return axes | rest
 
 
+COMPARE_CHARTS = {
+    "exact-match in distribution (validation)": "exact_match_in_dist",
+    "exact-match at 2x (validation)": "exact_match_2x",
+    "exact-match at 4x (validation)": "exact_match_4x",
+    "validation loss": "validation_loss",
+    LENGTH_CHART: LENGTH_COMPARE,
+}
+"""Chart title -> leaf tag of ``compare/TASK/...`` in a task's Custom Scalars group."""
+
+
 def comparison_layout(task: str) -> dict[str, dict[str, list]]:
-    """The Custom Scalars group of ``task``: one chart per figure, one line per run of it."""
-    charts = {
-        "exact-match in distribution (validation)": "exact_match_in_dist",
-        "exact-match at 2x (validation)": "exact_match_2x",
-        "exact-match at 4x (validation)": "exact_match_4x",
-        "validation loss": "validation_loss",
-        "extrapolation: exact-match (step = length, eval.py)": "extrapolation_exact_match",
-    }
+    """The Custom Scalars group ``task TASK: every run``: one chart per figure of
+    :data:`COMPARE_CHARTS`, one line per run of the task (a sweep adds one line per scheme,
+    the mean over seeds, in ``task TASK: mean over seeds``, :mod:`lab.sweep_tensorboard`)."""
     return {
-        f"task {task}": {
-            title: ["Multiline", [f"^compare/{task}/{tag}$"]] for title, tag in charts.items()
+        f"task {task}: every run": {
+            title: ["Multiline", [f"^compare/{task}/{tag}$"]]
+            for title, tag in COMPARE_CHARTS.items()
         }
     }
 

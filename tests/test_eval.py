@@ -435,7 +435,7 @@ def test_tensorboard_gets_the_extrapolation_curve(run_result, trained_run):
 
     events = EventAccumulator(str(trained_run)).Reload()
     for tag, key in (("exact_match", "exact_match"), ("token_accuracy", "token_accuracy")):
-        scalars = events.Scalars(f"extrapolation/{tag}")
+        scalars = events.Scalars(f"by_length_set_smoothing_0/{tag}")
         assert [s.step for s in scalars] == [r["length"] for r in run_result["lengths"]]
         expected = [r[key] for r in run_result["lengths"]]
         assert [s.value for s in scalars] == pytest.approx(expected, abs=1e-6)

@@ -267,7 +267,8 @@ def test_ctrl_c_during_the_final_writes_leaves_the_run_finished(
     assert result.finished
     state = load_checkpoint(tmp_path)
     assert state["finished"] is True and state["step"] == 6
-    hparams = EventAccumulator(str(tmp_path)).Reload().Scalars("hparam/exact_match_in_dist")
+    events = EventAccumulator(str(tmp_path)).Reload()
+    hparams = events.Scalars("hparam/validation_exact_match_in_dist")
     assert [e.step for e in hparams] == [6]  # the writes after the save were completed too
 
 

@@ -52,8 +52,11 @@ def test_sweep_writes_every_promised_file(finished):
     for name in ("report.md", "results.csv", "results.json", "accuracy_vs_length.png"):
         assert (out_dir / name).is_file(), name
     assert (out_dir / "accuracy_vs_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    runs = sorted(p.name for p in out_dir.iterdir() if p.is_dir())
+    runs = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and p.name != "_sweep")
     assert runs == ["none-copy-seed0", "rope-copy-seed0"]
+    means = sorted(p.name for p in (out_dir / "_sweep" / "mean" / "copy").iterdir())
+    assert means == ["none", "rope"]  # the sweep's TensorBoard runs: one per scheme
+    assert list((out_dir / "_sweep" / "figures").glob("events.out.tfevents.*"))
     for run in runs:
         for name in ("config.yaml", "checkpoint.pt", "eval.json"):
             assert (out_dir / run / name).is_file(), (run, name)

@@ -269,7 +269,7 @@ def test_tensorboard_events_hold_the_documented_tags(
     # HParams tab: the run's own event file holds the hparams plugin data and final metrics
     hparams = events.PluginTagToContent("hparams")
     assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= set(hparams)
-    assert events.Scalars("hparam/exact_match_in_dist")[-1].value == pytest.approx(
+    assert events.Scalars("hparam/validation_exact_match_in_dist")[-1].value == pytest.approx(
         full.eval["in_dist"]
     )
     assert not (run_dir / "hparams").exists()  # no second TensorBoard run per run
