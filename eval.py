@@ -8,7 +8,11 @@ Each run gets ``RUN_DIR/eval.json`` and TensorBoard curves ``by_length_set_smoot
 cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
 go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
 to ``DIR/<its path below the given folder>/``) and the run folders are left untouched. Every
-folder to write is checked before any evaluation starts.
+override is checked against each run's saved config as ``train.py`` checks a new run (lengths
+against the token limit, the task and the scheme), and every folder to write, before any
+evaluation starts; ``DIR`` is created only when the first file is written into it, and never
+a folder holding another run. Each ``eval.json`` names the checkpoint it evaluated (its step and
+SHA-256), and no write follows a symbolic link to a folder below ``DIR`` or the run.
 
 Examples::
 

@@ -7,16 +7,19 @@ A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
     grid: {model.position: [...]}   # dotted key -> list of values; the product is the run list
     when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
 
-Runs that already finished (checkpoint marked finished and ``eval.json`` present) are skipped;
-an unfinished one resumes from its checkpoint. A failing run is recorded with its error and the
-others go on.
+Runs that already finished (checkpoint marked finished and an ``eval.json`` computed from that
+very checkpoint) are skipped; an unfinished one resumes from its checkpoint. A failing run is
+recorded with its error and the others go on. Grid points that resolve to the same run config
+(values spelled differently, or another task's options) are one run (:func:`expand`).
 
 Train once, evaluate many: a grid axis over ``eval.position_options.KEY`` (an option the scheme
 marks evaluable, e.g. RoPE's ``scaling``) does not multiply the trainings: the runs that differ
 only there share one run folder, trained once, evaluated as trained (``RUN/eval.json``) and
 under each setting (``RUN/evaluations/LABEL/eval.json``, ``LABEL`` built like folder names,
 e.g. ``scalingyarn-scaling_factor4``); each is re-evaluated only when its settings or the
-checkpoint changed.
+checkpoint changed. A single value of such a key (``eval.position_options.scaling_factor=2``,
+on the command line or in ``base``) is an axis of one value: its own evaluation beside the
+as-trained one, never a replacement of it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from lab.config import (
     load_yaml,
     with_overrides,
 )
-from lab.files import writable_folder
+from lab.files import linked_below, writable_folder
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -333,8 +336,9 @@ def changed_settings(spec: RunSpec) -> list[str]:
 
 
 def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
-    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, each
-    run's device exists, and every run already there was trained with the settings this sweep
+    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
+    run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
+    device exists, and every run already there was trained with the settings this sweep
     asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
     a question it was not trained on. With ``overwrite``, runs trained with other settings are
     marked to be replaced (``spec.overwrite``); the training replaces each under its folder's
@@ -344,14 +348,21 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys).
         ValueError: a device this machine does not have (one line).
-        OSError: the folder cannot be written.
+        OSError: the folder cannot be written, or a run folder is a symbolic link.
     """
     from lab.runtime import resolve_device
 
     writable_folder(sweep.out_dir)
     changed = {}
     for spec in specs:
-        resolve_device(load_config(None, spec.overrides).device)
+        config = load_config(None, spec.overrides)
+        resolve_device(config.device)
+        link = linked_below(config.run_dir, sweep.out_dir)
+        if link is not None:
+            raise OSError(
+                f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
+                f"only below out_dir={sweep.out_dir!r} (remove or rename the link)"
+            )
         try:
             changed[spec.name] = changed_settings(spec)
         except ValueError:  # an unreadable checkpoint: that run fails with its error, alone

@@ -238,6 +238,17 @@ def test_a_sweep_never_writes_through_a_linked_evaluations_folder(tmp_path: Path
     assert files_of(outside) == {"scalinglinear-scaling_factor2/eval.json": b"precious"}
 
 
+def test_a_sweep_refuses_a_linked_run_folder_before_training(tmp_path: Path, capsys) -> None:
+    out, outside = tmp_path / "sweep", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (out / "rope-copy-seed0").symlink_to(outside)
+    argv = ["--config", QUICK, "--workers", "1", f"out_dir={out}", *SWEEP_TINY, "position=rope"]
+    assert sweep_cli.main([*argv, "seed=0"]) == 2
+    assert "rope-copy-seed0': it is a symbolic link" in one_error_line(capsys)
+    assert list(outside.iterdir()) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # (11) grid points that resolve to one run config are one run; (8) eval options are labels
 # ---------------------------------------------------------------------------------------------
