@@ -287,6 +287,23 @@ def test_evaluation_values_spelled_differently_are_one_evaluation() -> None:
     assert len(run.aliases) == 1
 
 
+def test_a_sweep_keeps_the_as_trained_evaluation_beside_a_single_valued_option(
+    tmp_path: Path, capsys
+) -> None:
+    argv = ["--config", QUICK, "--workers", "1", f"out_dir={tmp_path}", *SWEEP_TINY]
+    argv += ["position=rope", "seed=0"]
+    assert sweep_cli.main(argv) == 0
+    run = tmp_path / "rope-copy-seed0"
+    as_trained = (run / "eval.json").read_bytes()
+    assert sweep_cli.main([*argv, "eval.position_options.scaling_factor=2"]) == 0
+    assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
+    assert (run / "eval.json").read_bytes() == as_trained
+    scaled = json.loads((run / "evaluations" / "scaling_factor2" / "eval.json").read_text())
+    assert scaled["config"]["eval"]["position_options"] == {"scaling_factor": 2}
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert [r["config"]["eval"]["position_options"] for r in rows] == [{}, {"scaling_factor": 2}]
+
+
 def test_another_tasks_options_are_not_a_changed_setting(tmp_path: Path) -> None:
     """A run saved with another task's options section (as sweeps wrote it) is the same run."""
     run = tmp_path / "run"
@@ -460,6 +477,24 @@ def test_every_restart_logs_each_step_once(tmp_path: Path, monkeypatch) -> None:
     assert logged_steps(tmp_path) == list(range(1, STEPS + 1))
     events = EventAccumulator(str(tmp_path)).Reload().Scalars("train/loss")
     assert [e.step for e in events] == list(range(1, STEPS + 1))
+
+
+def test_a_resume_after_sigterm_logs_each_step_once(tmp_path: Path) -> None:
+    run, flags = tmp_path / "run", tmp_path / "flags"
+    flags.mkdir()
+    command = [sys.executable, str(ROOT / "tests" / "paused_train.py"), "batch", "7", str(flags)]
+    argv = [*command, *TINY_RUN, "train.log_every=1", f"run_dir={run}"]
+    child = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (flags / "paused").exists():
+        assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
+        time.sleep(0.02)
+    child.send_signal(signal.SIGTERM)
+    (flags / "go").touch()
+    assert child.wait(timeout=300) == 143
+    assert load_checkpoint(run)["step"] == 8 and logged_steps(run) == list(range(1, 9))
+    train(resume_config(run), resume=True)
+    assert logged_steps(run) == list(range(1, STEPS + 1))
 
 
 def test_a_resume_after_kill_9_past_a_checkpoint_drops_the_lost_steps(tmp_path, monkeypatch):
