@@ -23,16 +23,18 @@ CONFIG_NAME = "config.yaml"
 EVENTS = "events.out.tfevents.*"
 RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", EVENTS)
 """Files (glob patterns) that a run and its evaluation write into a run folder."""
+_PNG = (b"\x89PNG\r\n\x1a\n", b"tEXtSoftware\x00Matplotlib")
 REPORT_FILES = {
-    "report.md": b"# Evaluation report\n",
-    "results.csv": b"run,position,task,seed,length,",
-    "results.json": b"[",
-    "accuracy_vs_length.png": b"\x89PNG\r\n\x1a\n",
-    "learning_speed.png": b"\x89PNG\r\n\x1a\n",
-    "order_sensitivity.png": b"\x89PNG\r\n\x1a\n",
+    "report.md": (b"# Evaluation report\n", b""),
+    "results.csv": (b"run,position,task,seed,length,", b""),
+    "results.json": (b"[", b'"schema_version"'),
+    "accuracy_vs_length.png": _PNG,
+    "learning_speed.png": _PNG,
+    "order_sensitivity.png": _PNG,
 }
-"""Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins: one is
-deleted by ``--overwrite`` only when it begins so (a user's ``report.md`` does not)."""
+"""Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins and what
+its first 4 KiB hold: one is deleted by ``--overwrite`` only when it reads so (a user's
+``report.md``, or a PNG not drawn by matplotlib, stays)."""
 RUN_FOLDERS = ("evaluations", "hparams", "extrapolation")
 """Folders below a run folder whose events and ``eval.json`` files the project wrote (a
 sweep's evaluations under other settings; TensorBoard logs of earlier versions)."""
@@ -159,12 +161,13 @@ def run_files(run_dir: str | Path) -> list[Path]:
     followed through links), and interrupted writes (``.NAME.*.tmp``) of all of them."""
     run_dir = Path(run_dir)
     found = [p for pattern in RUN_FILES for p in run_dir.glob(pattern)]
-    for name, start in REPORT_FILES.items():
+    for name, (start, needle) in REPORT_FILES.items():
         path = run_dir / name
         if path.is_file() and not path.is_symlink():
             with path.open("rb") as file:
-                if file.read(len(start)) == start:
-                    found.append(path)
+                head = file.read(4096)
+            if head.startswith(start) and needle in head:
+                found.append(path)
     for folder in (run_dir / name for name in RUN_FOLDERS):
         if folder.is_dir() and not folder.is_symlink():
             for path in folder.rglob("*"):

@@ -366,23 +366,26 @@ def test_overwrite_of_a_run_with_a_folder_named_report_md(finished_run, tmp_path
     run = copy_of(finished_run, tmp_path / "run")
     (run / "report.md").mkdir()
     (run / "report.md" / "inside.txt").write_text("mine")
+    (run / "results.json").write_text('{"mine": 1}')
+    (run / "accuracy_vs_length.png").write_bytes(b"\x89PNG\r\n\x1a\n my photo")
     code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
     assert code == 0
     assert (run / "report.md" / "inside.txt").read_text() == "mine"
+    assert (run / "results.json").read_text() == '{"mine": 1}'
+    assert (run / "accuracy_vs_length.png").read_bytes().endswith(b"my photo")
     assert load_checkpoint(run)["config"]["seed"] == 1
     assert not (run / "eval.json").exists()  # the seed-0 evaluation went with its run
 
 
 def test_overwrite_leaves_no_report_figure_or_temporary_file(finished_run, tmp_path, capsys):
     run = copy_of(finished_run, tmp_path / "run")
-    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
+    argv = [str(run), "--no-progress", "eval.lengths=[2,4]", "eval.samples=8"]
+    assert eval_cli.main([*argv, "eval.probe_samples=8"]) == 0  # the reports, into the run
+    reports = {"report.md", "results.csv", "results.json", "accuracy_vs_length.png"}
+    reports |= {"learning_speed.png", "order_sensitivity.png"}
+    assert reports <= {p.name for p in run.iterdir()}
+    png = (run / "learning_speed.png").read_bytes()
     written = {
-        "report.md": b"# Evaluation report\n\nx\n",
-        "results.csv": b"run,position,task,seed,length,tokens\n",
-        "results.json": b"[]\n",
-        "accuracy_vs_length.png": png,
-        "learning_speed.png": png,
-        "order_sensitivity.png": png,
         ".learning_speed.png.ab12.tmp": png,
         ".eval.json.cd34.tmp": b"{",
         "evaluations/scalinglinear/eval.json": b"{}",
