@@ -4,7 +4,9 @@ A write goes to a temporary file in the destination's folder, is flushed to disk
 over the destination. The rename is atomic on POSIX and Windows, so a reader (or a run killed
 mid-write) sees the old file or the new one, never a mix; and a destination that is a symbolic
 link is replaced by the new file instead of being written through (a link in a run folder can
-never make the project overwrite a file elsewhere).
+never make the project overwrite a file elsewhere). Folders below a run folder are created by
+:func:`safe_folder`, which refuses a folder that is a link (``RUN/evaluations -> /elsewhere``),
+so no write follows a linked folder out of a run either.
 """
 
 from __future__ import annotations
