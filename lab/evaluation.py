@@ -294,7 +294,8 @@ def evaluate_run(
         write_to: folder for ``eval.json`` and its TensorBoard events (``write_tensorboard``);
             None writes them into ``run_dir``.
         root: the folder the writes stay in: every folder from it down to ``write_to`` is
-            created here and refused if it is a symbolic link (:func:`lab.files.safe_folder`);
+            refused if it is a symbolic link (before the work, and again when created for the
+            writes, :func:`lab.files.safe_folder`);
             default ``run_dir`` when ``write_to`` is None or below it, else ``write_to``.
 
     Returns:
@@ -312,7 +313,12 @@ def evaluate_run(
     if root is None:
         inside = destination == Path(run_dir) or Path(run_dir) in destination.parents
         root = run_dir if inside else destination
-    safe_folder(destination, root)  # checked before the work, and again before the writes
+    link = linked_below(destination, root)  # checked before the work, again at the writes
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(root)!r} through a link (remove or rename it)"
+        )
     digest = checkpoint_digest(run_dir)
     config, model, state = load_run(run_dir, device)
     model = model.at_evaluation((eval_config or config.eval).position_options)
@@ -330,7 +336,7 @@ def evaluate_run(
         "step": step if isinstance(step, int) else None,
         "sha256": digest,
     }
-    safe_folder(destination, root)
+    safe_folder(destination, root)  # created only now, when a file goes into it
     write_eval_json(result, destination)
     write_tensorboard(result, destination)
     return result
