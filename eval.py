@@ -8,7 +8,11 @@ Each run gets ``RUN_DIR/eval.json`` and TensorBoard curves ``by_length_set_smoot
 cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
 go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
 to ``DIR/<its path below the given folder>/``) and the run folders are left untouched. Every
-folder to write is checked before any evaluation starts.
+override is checked against each run's saved config as ``train.py`` checks a new run (lengths
+against the token limit, the task and the scheme), and every folder to write, before any
+evaluation starts; ``DIR`` is created only when the first file is written into it, and never
+a folder holding another run. Each ``eval.json`` names the checkpoint it evaluated (its step and
+SHA-256), and no write follows a symbolic link to a folder below ``DIR`` or the run.
 
 Examples::
 
@@ -31,7 +35,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from lab.config import ConfigError, EvalConfig, flat_keys
+from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path
+from lab.config import Config, ConfigError, EvalConfig, flat_keys, with_overrides
 from lab.evaluation import (
     apply_eval_overrides,
     evaluate_run,
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out) if args.out else Path(args.path)
     try:
-        writable_folder(out)
+        writable_folder(out, create=False)  # created when the first file is written into it
     except OSError as error:
         return fail(error)
     status = 0
@@ -91,18 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         try:
             config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
-            eval_config = apply_eval_overrides(config.eval, args.overrides)
-            config.model.at_evaluation(
-                eval_config.position_options
-            )  # evaluable position options only
-            task = config.data.build_task()
-            steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
-            # With --out, nothing is written into the run folders (their eval.json stays).
-            write_to = writable_folder(out / run.relative_to(args.path) if args.out else run)
         except ERRORS as error:
             status = fail(error, run)
             continue
-        plans.append((run, eval_config, write_to, steps))
+        try:  # a value refused for one run refuses the command, before any evaluation
+            plans.append(
+                plan_run(run, config, args.overrides, out if args.out else None, args.path)
+            )
+        except ERRORS as error:
+            return fail(error, run)
     if not plans:
         return status
     results = []
@@ -110,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     for run, eval_config, write_to, _ in plans:
         bar.set_description(run.name)
         try:
-            results.append(evaluate_run(run, eval_config, device, bar, write_to))
+            root = out if args.out else run  # writes never follow a link out of it
+            results.append(evaluate_run(run, eval_config, device, bar, write_to, root=root))
         except ERRORS as error:
             status = fail(error, run)
     bar.close()
@@ -133,6 +136,35 @@ def main(argv: list[str] | None = None) -> int:
     placed = f"under {out}" if args.out else "in each run"
     print(f"\neval.json {placed}; reports: {', '.join(str(p) for p in paths.values())}")
     return status
+
+
+def plan_run(
+    run: Path, config: Config, overrides: list[str], out: Path | None, given: str
+) -> tuple[Path, EvalConfig, Path, int]:
+    """Check ``overrides`` against the saved ``config`` of ``run`` as ``train.py`` checks a new
+    run (every length against :data:`lab.config.MAX_TOKENS`, the task's shortest length, the
+    scheme's evaluable options) and where its ``eval.json`` goes (``out`` mirrors the runs'
+    paths below ``given``; None writes into the run), creating nothing.
+
+    Returns:
+        ``(run, eval config, folder for its eval.json, progress steps)``.
+
+    Raises:
+        ConfigError, ValueError: a value this run cannot be evaluated with (one line).
+        OSError: the folder cannot be written, or ``--out`` is another run's folder (its
+            ``eval.json`` would be replaced).
+    """
+    eval_config = apply_eval_overrides(config.eval, overrides)
+    with_overrides(config, overrides)  # the whole-config checks (lengths, table sizes)
+    config.model.at_evaluation(eval_config.position_options)  # evaluable options only
+    steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
+    write_to = run if out is None else out / run.relative_to(given)
+    if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):
+        raise OSError(
+            f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
+            "would be replaced: give --out a folder of its own"
+        )
+    return run, eval_config, writable_folder(write_to, create=False), steps
 
 
 def fail(error: Exception, run: Path | None = None) -> int:

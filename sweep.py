@@ -111,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         sweep = load_sweep(path, args.overrides)
         specs = expand(sweep)
+        collapsed = [alias for spec in specs for alias in spec.aliases]
+        if collapsed:
+            print(
+                f"{len(collapsed)} grid point(s) resolve to a run already in the grid and are "
+                f"one run with it (another task's options, or a value spelled differently): "
+                f"{'; '.join(collapsed[:3])}{' ...' if len(collapsed) > 3 else ''}"
+            )
         prepare_out_dir(sweep, specs, args.overwrite)
         if args.launcher != "local":
             executor = cluster_executor(args.launcher, sweep.out_dir, cluster)

@@ -5,9 +5,9 @@ Also what a run folder holds, so that ``--overwrite`` deletes only what the proj
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +15,29 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.config import config_from_dict
-from lab.files import TMP_SUFFIX, atomic_writer
+from lab.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.runlock import LOCK_NAME
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
-RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", "events.out.tfevents.*")
-RUN_FILES += ("report.md", "results.csv", "results.json", "accuracy_vs_length.png")
-"""Files (glob patterns) that a run, its evaluation or a sweep report write into a run folder."""
-RUN_FOLDERS = ("hparams", "extrapolation")
-"""Folders that TensorBoard logging writes into a run folder."""
+EVENTS = "events.out.tfevents.*"
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", EVENTS)
+"""Files (glob patterns) that a run and its evaluation write into a run folder."""
+_PNG = (b"\x89PNG\r\n\x1a\n", b"tEXtSoftware\x00Matplotlib")
+REPORT_FILES = {
+    "report.md": (b"# Evaluation report\n", b""),
+    "results.csv": (b"run,position,task,seed,length,", b""),
+    "results.json": (b"[", b'"schema_version"'),
+    "accuracy_vs_length.png": _PNG,
+    "learning_speed.png": _PNG,
+    "order_sensitivity.png": _PNG,
+}
+"""Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins and what
+its first 4 KiB hold: one is deleted by ``--overwrite`` only when it reads so (a user's
+``report.md``, or a PNG not drawn by matplotlib, stays)."""
+RUN_FOLDERS = ("evaluations", "hparams", "extrapolation")
+"""Folders below a run folder whose events and ``eval.json`` files the project wrote (a
+sweep's evaluations under other settings; TensorBoard logs of earlier versions)."""
 TRAINER_FILES = (CHECKPOINT_NAME, CONFIG_NAME)
 """Files that only the training process writes (under the folder's lock)."""
 
@@ -74,6 +87,20 @@ def find_checkpoint(run_dir: str | Path) -> Path:
     return path
 
 
+def checkpoint_digest(run_dir: str | Path) -> str:
+    """SHA-256 (hex) of ``RUN_DIR/checkpoint.pt``'s bytes: the identity of the trained run an
+    ``eval.json`` was computed from (a retrained, replaced or other run has another).
+
+    Raises:
+        FileNotFoundError: see :func:`find_checkpoint`.
+    """
+    digest = hashlib.sha256()
+    with find_checkpoint(run_dir).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """Read ``RUN_DIR/checkpoint.pt`` onto ``device`` with ``torch.load(weights_only=True)``:
     tensors and plain Python data only, so a crafted file cannot run code when it is read.
@@ -108,14 +135,18 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
 
 
 def is_run(run_dir: str | Path) -> bool:
-    """``run_dir`` holds a run of this project: a checkpoint or a ``config.yaml`` that this
-    project can read back as a run's."""
+    """``run_dir`` provably holds a run of this project: a readable checkpoint, or (a run
+    stopped before its first checkpoint) a ``config.yaml`` this project reads back as a run's
+    together with the TensorBoard events that training writes. A user's folder with a valid
+    ``config.yaml`` and no events is not a run."""
     run_dir = Path(run_dir)
     try:
         load_checkpoint(run_dir)
         return True
     except (FileNotFoundError, ValueError):
         pass
+    if not any(p.is_file() and not p.is_symlink() for p in run_dir.glob(EVENTS)):
+        return False
     try:
         config_from_dict(OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG_NAME)))
     except Exception:  # missing, not YAML (errors come from several libraries), not a config
@@ -123,26 +154,103 @@ def is_run(run_dir: str | Path) -> bool:
     return True
 
 
-def clear_run(run_dir: str | Path) -> None:
-    """Delete what the project writes into a run folder (:data:`RUN_FILES`, :data:`RUN_FOLDERS`
-    and interrupted writes of them), leaving every other file alone.
+def run_files(run_dir: str | Path) -> list[Path]:
+    """The files of ``run_dir`` that the project wrote, each checked to be a regular file
+    (never a folder or a link's target): :data:`RUN_FILES`, the :data:`REPORT_FILES` that begin
+    as the project writes them, the events and ``eval.json`` files in :data:`RUN_FOLDERS` (not
+    followed through links), and interrupted writes (``.NAME.*.tmp``) of all of them."""
+    run_dir = Path(run_dir)
+    found = [p for pattern in RUN_FILES for p in run_dir.glob(pattern)]
+    for name, (start, needle) in REPORT_FILES.items():
+        path = run_dir / name
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as file:
+                head = file.read(4096)
+            if head.startswith(start) and needle in head:
+                found.append(path)
+    for folder in (run_dir / name for name in RUN_FOLDERS):
+        if folder.is_dir() and not folder.is_symlink():
+            for path in folder.rglob("*"):
+                inside = not any(p.is_symlink() for p in path.relative_to(run_dir).parents)
+                ours = path.name == "eval.json" or path.match(EVENTS) or path.match("*.tmp")
+                if inside and ours:
+                    found.append(path)
+    names = [*TRAINER_FILES, "eval.json", *REPORT_FILES]
+    found += [p for name in names for p in run_dir.glob(f".{name}.*{TMP_SUFFIX}")]
+    return sorted({p for p in found if p.is_file() and not p.is_symlink()})
+
+
+def clear_run(run_dir: str | Path) -> list[Path]:
+    """Delete the files the project wrote into a run folder (:func:`run_files`), then the
+    folders of :data:`RUN_FOLDERS` left empty; every other file and folder stays. Everything
+    is checked before anything is deleted: the folder must provably hold a run
+    (:func:`is_run`) and be writable.
+
+    Returns:
+        the deleted files.
 
     Raises:
         FileExistsError: ``run_dir`` holds files but no run of this project (nothing deleted).
+        OSError: the folder is not writable (nothing deleted).
     """
     run_dir = Path(run_dir)
     others = [p for p in run_dir.iterdir() if p.name != LOCK_NAME] if run_dir.is_dir() else []
-    if others and not is_run(run_dir):
+    if not others:
+        return []
+    if not is_run(run_dir):
         raise FileExistsError(
             f"run_dir={str(run_dir)!r} holds files but no run of this project (no readable "
-            f"{CHECKPOINT_NAME} or {CONFIG_NAME}); --overwrite replaces only runs, so nothing "
-            "was deleted; pick another run_dir"
+            f"{CHECKPOINT_NAME}, nor a {CONFIG_NAME} with TensorBoard events); --overwrite "
+            "replaces only runs, so nothing was deleted; pick another run_dir"
         )
-    for pattern in RUN_FILES:
-        for path in [*run_dir.glob(pattern), *run_dir.glob(f".{pattern}.*{TMP_SUFFIX}")]:
-            path.unlink()
-    for folder in RUN_FOLDERS:
-        shutil.rmtree(run_dir / folder, ignore_errors=True)
+    writable_folder(run_dir)
+    doomed = run_files(run_dir)
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    for folder in (run_dir / name for name in RUN_FOLDERS):
+        if folder.is_dir() and not folder.is_symlink():
+            for sub in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
+                if sub.is_dir() and not sub.is_symlink() and not any(sub.iterdir()):
+                    sub.rmdir()
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    return doomed
+
+
+def check_fresh_start(run_dir: str | Path, files: bool = True) -> bool:
+    """Check that a new run (neither resumed nor overwriting) may start in ``run_dir``; with
+    ``files`` False only the checkpoint is checked (the ranks of ``torchrun`` other than 0,
+    which write nothing).
+
+    Returns:
+        True when the folder holds the files of a run stopped before its first checkpoint
+        (:func:`is_run`: its ``config.yaml`` and TensorBoard events): the caller clears them
+        (:func:`clear_run`) so that the new run's steps are not logged twice. False when there
+        is nothing of the project's to clear (a ``config.yaml`` alone is rewritten).
+
+    Raises:
+        FileExistsError: ``run_dir`` holds a checkpoint, or files the project writes (events,
+            ``eval.json``, reports) but no run; one line naming ``--resume`` and
+            ``--overwrite``.
+    """
+    run_dir = Path(run_dir)
+    quoted = shlex.quote(str(run_dir))
+    if checkpoint_path(run_dir).is_file():
+        raise FileExistsError(
+            f"run_dir={str(run_dir)!r} already holds a run; continue it with "
+            f"python train.py --resume {quoted}, pick another run_dir=..., or replace it with "
+            "--overwrite"
+        )
+    found = [p for p in run_files(run_dir) if p.name != CONFIG_NAME] if files else []
+    if not found:
+        return False
+    if is_run(run_dir):
+        return True
+    raise FileExistsError(
+        f"run_dir={str(run_dir)!r} holds files the project writes ({found[0].name}) but no run "
+        f"to --resume (no {CHECKPOINT_NAME}) and nothing --overwrite may replace (no "
+        f"{CONFIG_NAME} of a run); pick another run_dir"
+    )
 
 
 def remove_partial_writes(run_dir: str | Path) -> list[Path]:

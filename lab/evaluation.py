@@ -19,7 +19,13 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from data import Task
-from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path, load_checkpoint, load_model_state
+from lab.checkpoint import (
+    CHECKPOINT_NAME,
+    checkpoint_digest,
+    checkpoint_path,
+    load_checkpoint,
+    load_model_state,
+)
 from lab.config import (
     Config,
     ConfigError,
@@ -29,6 +35,7 @@ from lab.config import (
     config_to_dict,
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
+from lab.files import linked_below, safe_folder
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
 from lab.runtime import resolve_device
@@ -77,19 +84,25 @@ def load_evaluation(
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
     Current means: valid JSON that follows :data:`lab.report.SCHEMA` (so a damaged or
-    hand-edited file is re-evaluated, never reported), written after the checkpoint, and (when
+    hand-edited file is re-evaluated, never reported), written after the checkpoint, computed
+    from this very checkpoint (its ``checkpoint.sha256``: an ``eval.json`` of another run
+    copied or written into this folder is never taken for this run's), and (when
     ``eval_config`` is given) evaluated with exactly those settings. ``folder`` is where the
     ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
+    if folder is not None and linked_below(folder, run_dir) is not None:
+        return None  # a linked folder in the run: evaluate_run refuses it by name
     try:
         result = json.loads(path.read_text())
         jsonschema.validate(result, SCHEMA)
     except (OSError, ValueError, jsonschema.ValidationError):
         return None
     checkpoint = checkpoint_path(run_dir)
-    if checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime:
+    if not checkpoint.is_file() or checkpoint.stat().st_mtime > path.stat().st_mtime:
         return None
+    if (result.get("checkpoint") or {}).get("sha256") != checkpoint_digest(run_dir):
+        return None  # another run's evaluation (eval.py RUN_A --out RUN_B), or retrained
     wanted = eval_config and OmegaConf.to_container(OmegaConf.structured(eval_config))
     if eval_config is not None and result.get("config", {}).get("eval") != wanted:
         return None
@@ -259,6 +272,7 @@ def evaluate_model(
         },
         "train_steps": None,
         "eval_seconds": time.perf_counter() - started,
+        "checkpoint": None,
     }
 
 
@@ -268,6 +282,7 @@ def evaluate_run(
     device: torch.device | str = "auto",
     progress: tqdm | None = None,
     write_to: str | Path | None = None,
+    root: str | Path | None = None,
 ) -> dict[str, Any]:
     """Evaluate the checkpoint in ``run_dir``; write ``eval.json`` and TensorBoard scalars.
 
@@ -278,16 +293,33 @@ def evaluate_run(
         progress: a tqdm bar advanced once per length and once for the order probes.
         write_to: folder for ``eval.json`` and its TensorBoard events (``write_tensorboard``);
             None writes them into ``run_dir``.
+        root: the folder the writes stay in: every folder from it down to ``write_to`` is
+            refused if it is a symbolic link (before the work, and again when created for the
+            writes, :func:`lab.files.safe_folder`);
+            default ``run_dir`` when ``write_to`` is None or below it, else ``write_to``.
 
     Returns:
-        The content of ``eval.json`` (see :data:`lab.report.SCHEMA`).
+        The content of ``eval.json`` (see :data:`lab.report.SCHEMA`); its ``checkpoint`` names
+        the run, the step and the SHA-256 of the checkpoint evaluated.
 
     Raises:
         FileNotFoundError, ValueError, ConfigError: missing, unreadable or incompatible
             checkpoint, or an invalid length grid; every message is one line.
+        OSError: a folder on the way to ``write_to`` is a link or cannot be written.
     """
     started = time.perf_counter()
     device = resolve_device(device) if isinstance(device, str) else device
+    destination = Path(run_dir if write_to is None else write_to)
+    if root is None:
+        inside = destination == Path(run_dir) or Path(run_dir) in destination.parents
+        root = run_dir if inside else destination
+    link = linked_below(destination, root)  # checked before the work, again at the writes
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(root)!r} through a link (remove or rename it)"
+        )
+    digest = checkpoint_digest(run_dir)
     config, model, state = load_run(run_dir, device)
     model = model.at_evaluation((eval_config or config.eval).position_options)
     result = evaluate_model(model, config, eval_config, progress)
@@ -298,7 +330,13 @@ def evaluate_run(
     result["run_dir"] = str(run_dir)
     result["train_steps"] = state.get("step")
     result["eval_seconds"] = time.perf_counter() - started
-    destination = run_dir if write_to is None else write_to
+    step = state.get("step")
+    result["checkpoint"] = {
+        "run": Path(run_dir).resolve().name,
+        "step": step if isinstance(step, int) else None,
+        "sha256": digest,
+    }
+    safe_folder(destination, root)  # created only now, when a file goes into it
     write_eval_json(result, destination)
     write_tensorboard(result, destination)
     return result

@@ -4,12 +4,15 @@ A write goes to a temporary file in the destination's folder, is flushed to disk
 over the destination. The rename is atomic on POSIX and Windows, so a reader (or a run killed
 mid-write) sees the old file or the new one, never a mix; and a destination that is a symbolic
 link is replaced by the new file instead of being written through (a link in a run folder can
-never make the project overwrite a file elsewhere).
+never make the project overwrite a file elsewhere). Folders below a run folder are created by
+:func:`safe_folder`, which refuses a folder that is a link (``RUN/evaluations -> /elsewhere``),
+so no write follows a linked folder out of a run either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -74,21 +77,83 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     return Path(path)
 
 
-def writable_folder(path: str | Path) -> Path:
-    """Create ``path`` if needed and prove it writable by creating (and removing) a file there,
-    so a command fails before its work instead of after it (``os.access`` would not do: it says
-    yes to root on a read-only mount's folder, and no file is written to learn it).
+def writable_folder(path: str | Path, create: bool = True) -> Path:
+    """Prove ``path`` writable by creating (and removing) a file there, so a command fails
+    before its work instead of after it (``os.access`` would not do: it says yes to root on a
+    read-only mount's folder, and no file is written to learn it).
+
+    Args:
+        path: the folder.
+        create: create ``path`` (and its parents) now; with False nothing is created: the
+            nearest existing folder on its way is proved writable instead, so a command that
+            is refused later leaves no empty folder behind.
 
     Raises:
         OSError: one line naming the folder and why (read-only, a file in the way, no space).
     """
     path = Path(path)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path
+        else:
+            probe = next(p for p in (path, *path.parents) if p.exists() or p.is_symlink())
+            if not probe.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, f"{str(probe)!r} is not a folder")
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as error:
         raise OSError(f"cannot write into {str(path)!r}: {error.strerror or error}") from None
+    return path
+
+
+def linked_below(path: str | Path, root: str | Path) -> Path | None:
+    """The first component of ``path`` below ``root`` (``path`` included) that is a symbolic
+    link, or None; None also when ``path`` is not below ``root`` (lexically)."""
+    path, root = Path(path), Path(root)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return None
+    folder = root
+    for part in parts:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
+    return None
+
+
+def safe_folder(path: str | Path, root: str | Path) -> Path:
+    """Create the folder ``path`` below ``root`` one component at a time, refusing any
+    component below ``root`` that is a symbolic link or not a folder, so that a write into a
+    run folder can never follow a planted link (``RUN/evaluations -> /elsewhere``) out of it.
+    ``root`` itself may be a link (a user's ``runs -> /big/disk``).
+
+    Raises:
+        ValueError: ``path`` is not ``root`` or below it (lexically).
+        OSError: a component is a symbolic link or a file (one line naming it), or cannot be
+            created.
+    """
+    path, root = Path(path), Path(root)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        raise ValueError(f"{str(path)!r} is not inside {str(root)!r}") from None
+    if ".." in parts:
+        raise ValueError(f"{str(path)!r} leaves {str(root)!r} through '..'")
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root
+    for part in parts:
+        folder = folder / part
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir()  # never parents=True: that would create through a link
+        if folder.is_symlink() or not folder.is_dir():
+            what = "a symbolic link" if folder.is_symlink() else "not a folder"
+            raise OSError(
+                errno.ENOTDIR,
+                f"refusing to write into {str(folder)!r}: it is {what}; writes never leave "
+                f"{str(root)!r} through a link (remove or rename it)",
+            )
     return path
 
 

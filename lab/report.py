@@ -93,6 +93,18 @@ _ORDER = {
         "probe_samples": _LENGTH,
     },
 }
+_CHECKPOINT = {
+    "type": ["object", "null"],
+    "required": ["run", "step", "sha256"],
+    "additionalProperties": False,
+    "properties": {
+        "run": {"type": "string"},
+        "step": {"type": ["integer", "null"], "minimum": 0},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+    },
+}
+"""The evaluated run's identity: its folder's name, the checkpoint's step and the SHA-256 of
+its bytes (null for a model evaluated outside a run); a report checks it against the folder."""
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "eval.json: length extrapolation and order sensitivity of one run",
@@ -111,6 +123,7 @@ SCHEMA: dict[str, Any] = {
         "order",
         "train_steps",
         "eval_seconds",
+        "checkpoint",
     ],
     "additionalProperties": False,
     "properties": {
@@ -127,6 +140,7 @@ SCHEMA: dict[str, Any] = {
         "order": _ORDER,
         "train_steps": {"type": ["integer", "null"], "minimum": 0},
         "eval_seconds": {"type": "number", "minimum": 0},
+        "checkpoint": _CHECKPOINT,
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict :func:`lab.evaluation.evaluate_run`

@@ -7,21 +7,25 @@ A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
     grid: {model.position: [...]}   # dotted key -> list of values; the product is the run list
     when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
 
-Runs that already finished (checkpoint marked finished and ``eval.json`` present) are skipped;
-an unfinished one resumes from its checkpoint. A failing run is recorded with its error and the
-others go on.
+Runs that already finished (checkpoint marked finished and an ``eval.json`` computed from that
+very checkpoint) are skipped; an unfinished one resumes from its checkpoint. A failing run is
+recorded with its error and the others go on. Grid points that resolve to the same run config
+(values spelled differently, or another task's options) are one run (:func:`expand`).
 
 Train once, evaluate many: a grid axis over ``eval.position_options.KEY`` (an option the scheme
 marks evaluable, e.g. RoPE's ``scaling``) does not multiply the trainings: the runs that differ
 only there share one run folder, trained once, evaluated as trained (``RUN/eval.json``) and
 under each setting (``RUN/evaluations/LABEL/eval.json``, ``LABEL`` built like folder names,
 e.g. ``scalingyarn-scaling_factor4``); each is re-evaluated only when its settings or the
-checkpoint changed.
+checkpoint changed. A single value of such a key (``eval.position_options.scaling_factor=2``,
+on the command line or in ``base``) is an axis of one value: its own evaluation beside the
+as-trained one, never a replacement of it.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import traceback
 from collections.abc import Callable
@@ -32,14 +36,16 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from lab.config import (
+    Config,
     ConfigError,
-    changed_keys,
+    DataConfig,
     config_from_dict,
+    config_to_dict,
     load_config,
     load_yaml,
     with_overrides,
 )
-from lab.files import writable_folder
+from lab.files import linked_below, writable_folder
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -77,12 +83,17 @@ class RunSpec:
         evaluations: label -> its ``eval.position_options.KEY=VALUE`` overrides (applied on top
             of ``overrides``); label ``""`` is ``RUN/eval.json``, any other
             ``RUN/evaluations/LABEL/eval.json`` (:func:`evaluation_folder`).
+        aliases: the other grid points (``name [label]``) that resolve to this same run and
+            evaluation (:func:`expand`): one run, counted once in the report.
+        evaluated: label -> the evaluation settings it resolves to, as text.
     """
 
     name: str
     overrides: list[str]
     overwrite: bool = False
     evaluations: dict[str, list[str]] = field(default_factory=lambda: {"": []})
+    aliases: list[str] = field(default_factory=list)
+    evaluated: dict[str, str] = field(default_factory=dict)
 
 
 def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
@@ -109,7 +120,12 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         )
     grid = {ALIASES.get(k, k): _as_list(v) for k, v in (raw.get("grid") or {}).items()}
     when = {k: _dotted(v) for k, v in (raw.get("when") or {}).items()}
-    sweep = Sweep(str(raw.get("out_dir", "runs/sweep")), _dotted(raw.get("base") or {}), grid, when)
+    base = _dotted(raw.get("base") or {})
+    for item in [o for o in base if o.startswith(EVAL_AXIS)]:  # a label too (see below)
+        base.remove(item)
+        key, _, value = item.partition("=")
+        grid.setdefault(key, [value])
+    sweep = Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -124,8 +140,8 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             if not all(values):
                 raise ConfigError(f"override {item!r} has an empty value in its list")
             sweep.grid[key] = values
-        elif key in sweep.grid:
-            sweep.grid[key] = [value]
+        elif key in sweep.grid or key.startswith(EVAL_AXIS):
+            sweep.grid[key] = [value]  # an evaluation option is a label, never the as-trained
         else:
             sweep.command_line.append(f"{key}={value}")
     if not sweep.out_dir.strip():
@@ -165,52 +181,124 @@ def evaluation_folder(run_dir: str | Path, label: str) -> Path | None:
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
-    """Every combination of the grid as a :class:`RunSpec`, in grid order.
+    """Every distinct run of the grid as a :class:`RunSpec`, in grid order.
 
     Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
-    run's grid values.
+    run's grid values. A grid value of another task's options (``data.options.T.KEY`` in a run
+    of another task) changes nothing that run computes: it is left out of that run's name and
+    settings. Grid points that resolve to the same run config (:func:`run_identity`: values
+    spelled differently, ``seed=0,00``, or differing only in another task's options) are one
+    run, the first one's; ``aliases`` names the others.
 
     Grid keys under :data:`EVAL_AXIS` give one spec several ``evaluations`` instead of several
     specs, after its as-trained one (``when`` blocks that match them may set ``eval.*`` values
     only).
+
+    Raises:
+        ConfigError: a run config that does not validate, a ``when`` block keyed on an
+            evaluation axis that changes the training, or two different runs that would share
+            a folder (one line).
     """
     keys = list(sweep.grid)
-    specs: dict[str, RunSpec] = {}
+    specs: dict[str, RunSpec] = {}  # identity -> spec
+    folders: dict[str, str] = {}  # run name -> identity
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
         chosen = dict(zip(keys, values, strict=True))
-        trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
-        evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
-        extra = [
-            o
-            for condition, overrides in sweep.when.items()
-            if _matches(condition, chosen)
-            for o in overrides
-        ]
-        name = "-".join(_short(k, v) for k, v in trained.items()) or "run"
-        label = "-".join(_short(k, v) for k, v in evaluated.items())
-        run_dir = os.path.join(sweep.out_dir, name)
-        grid_overrides = [f"{k}={v}" for k, v in trained.items()]
-        at_eval = [o for o in extra if evaluated and o.startswith("eval.")]
-        at_eval += [f"{k}={v}" for k, v in evaluated.items()]
-        extra = [o for o in extra if o not in at_eval]
-        overrides = [*sweep.base, *extra, *sweep.command_line, *grid_overrides]
-        overrides.append(f"run_dir={run_dir}")
-        spec = specs.get(name)
+        name, label, overrides, at_eval = _grid_point(sweep, chosen)
+        config = load_config(None, overrides)
+        identity = run_identity(config)
+        if folders.setdefault(name, identity) != identity:
+            if label:
+                raise ConfigError(
+                    f"a when block keyed on {EVAL_AXIS}* changes the training of {name!r}; "
+                    "such blocks may set eval.* values only"
+                )
+            raise ConfigError(
+                f"two runs of the grid would share the folder "
+                f"{os.path.join(sweep.out_dir, name)!r} ({chosen}); give each grid value once"
+            )
+        spec = specs.get(identity)
         if spec is None:
-            spec = specs[name] = RunSpec(name, overrides)  # its as-trained evaluation first
-        elif spec.overrides != overrides:
+            spec = specs[identity] = RunSpec(name, overrides)  # its as-trained evaluation first
+            spec.evaluated[""] = _evaluation_identity(config, [])
+            if not label:
+                continue
+        evaluated = _evaluation_identity(config, at_eval) if label else spec.evaluated[""]
+        if label in spec.evaluations and spec.evaluated[label] != evaluated:
             raise ConfigError(
-                f"a when block keyed on {EVAL_AXIS}* changes the training of {name!r}; such "
-                "blocks may set eval.* values only"
+                f"two evaluations of {spec.name!r} would share the folder "
+                f"{str(evaluation_folder(spec.name, label))!r} ({chosen}); give each value once"
             )
-        elif label in spec.evaluations:
-            raise ConfigError(
-                f"two runs of the grid would share the folder {run_dir!r} ({chosen}); "
-                "give each grid value once"
-            )
-        if label:
-            spec.evaluations[label] = at_eval
+        if evaluated in spec.evaluated.values():  # the same run and evaluation, spelled anew
+            spelled = "-".join(_short(k, v) for k, v in chosen.items())
+            kept = next(k for k, v in spec.evaluated.items() if v == evaluated)
+            spec.aliases.append(f"{spelled} = {spec.name}{f' [{kept}]' if kept else ''}")
+            continue
+        spec.evaluations[label] = at_eval
+        spec.evaluated[label] = evaluated
     return list(specs.values())
+
+
+def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
+    """One grid point's run name, evaluation label, run overrides (``run_dir`` last) and
+    evaluation overrides; grid values of another task's options are left out of all four."""
+    task = _task_of([*sweep.base, *sweep.command_line, *(f"{k}={v}" for k, v in chosen.items())])
+    chosen = {k: v for k, v in chosen.items() if not _other_task_option(k, task)}
+    trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
+    evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
+    extra = [
+        o
+        for condition, overrides in sweep.when.items()
+        if _matches(condition, chosen)
+        for o in overrides
+    ]
+    name = "-".join(_short(k, v) for k, v in trained.items()) or "run"
+    label = "-".join(_short(k, v) for k, v in evaluated.items())
+    at_eval = [o for o in extra if evaluated and o.startswith("eval.")]
+    at_eval += [f"{k}={v}" for k, v in evaluated.items()]
+    extra = [o for o in extra if o not in at_eval]
+    overrides = [
+        *sweep.base,
+        *extra,
+        *sweep.command_line,
+        *(f"{k}={v}" for k, v in trained.items()),
+    ]
+    overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
+    return name, label, overrides, at_eval
+
+
+def run_identity(config: Config) -> str:
+    """What a run computes, as text: its whole config except ``run_dir`` and the options
+    sections of tasks other than its own (which it never reads). Two grid points with the
+    same identity are one run (:func:`expand`)."""
+    values = config_to_dict(config)
+    values.pop("run_dir")
+    data = values["data"]
+    data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def _evaluation_identity(config: Config, at_eval: list[str]) -> str:
+    """The evaluation settings ``at_eval`` resolve to for ``config``, as text."""
+    settings = with_overrides(config, at_eval).eval if at_eval else config.eval
+    values = OmegaConf.to_container(OmegaConf.structured(settings))
+    values["position_options"] = {  # 2 and 2.0 are one value
+        k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in values["position_options"].items()
+    }
+    return json.dumps(values, sort_keys=True)
+
+
+def _task_of(overrides: list[str]) -> str:
+    """The task the last ``data.task=`` of ``overrides`` names (the default task if none)."""
+    tasks = [o.partition("=")[2] for o in overrides if o.partition("=")[0] == "data.task"]
+    return tasks[-1] if tasks else DataConfig.task
+
+
+def _other_task_option(key: str, task: str) -> bool:
+    """``key`` is an option of another task than ``task`` (``data.options.OTHER.KEY``)."""
+    parts = key.split(".")
+    return len(parts) > 3 and parts[:2] == ["data", "options"] and parts[2] != task
 
 
 RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
@@ -220,8 +308,9 @@ RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
 def changed_settings(spec: RunSpec) -> list[str]:
     """What differs between the run saved in ``spec``'s folder and what ``spec`` asks for.
 
-    ``eval.*`` and :data:`RUNTIME_KEYS` are ignored: a changed evaluation re-evaluates the run,
-    and where it runs changes no result.
+    ``eval.*``, :data:`RUNTIME_KEYS` and the options of tasks other than the run's are ignored:
+    a changed evaluation re-evaluates the run, and where it runs, or another task's options,
+    change no result.
 
     Returns:
         ``["key: saved -> asked", ...]`` in key order; empty when the folder holds no
@@ -236,16 +325,20 @@ def changed_settings(spec: RunSpec) -> list[str]:
     if not checkpoint_path(config.run_dir).is_file():
         return []
     saved = config_from_dict(load_checkpoint(config.run_dir)["config"])
+    before, after = _flat(json.loads(run_identity(saved))), _flat(json.loads(run_identity(config)))
     return [
-        f"{key}: {before} -> {after}"
-        for key, (before, after) in sorted(changed_keys(saved, config).items())
-        if not key.startswith("eval.") and key not in RUNTIME_KEYS
+        f"{key}: {before.get(key)} -> {after.get(key)}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+        and not key.startswith("eval.")
+        and key not in RUNTIME_KEYS
     ]
 
 
 def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
-    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, each
-    run's device exists, and every run already there was trained with the settings this sweep
+    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
+    run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
+    device exists, and every run already there was trained with the settings this sweep
     asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
     a question it was not trained on. With ``overwrite``, runs trained with other settings are
     marked to be replaced (``spec.overwrite``); the training replaces each under its folder's
@@ -255,14 +348,21 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys).
         ValueError: a device this machine does not have (one line).
-        OSError: the folder cannot be written.
+        OSError: the folder cannot be written, or a run folder is a symbolic link.
     """
     from lab.runtime import resolve_device
 
     writable_folder(sweep.out_dir)
     changed = {}
     for spec in specs:
-        resolve_device(load_config(None, spec.overrides).device)
+        config = load_config(None, spec.overrides)
+        resolve_device(config.device)
+        link = linked_below(config.run_dir, sweep.out_dir)
+        if link is not None:
+            raise OSError(
+                f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
+                f"only below out_dir={sweep.out_dir!r} (remove or rename the link)"
+            )
         try:
             changed[spec.name] = changed_settings(spec)
         except ValueError:  # an unreadable checkpoint: that run fails with its error, alone
@@ -344,6 +444,17 @@ def run_one(
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()
     return record
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> ``{"a.b": value, ...}``."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _as_list(value: Any) -> list[Any]:

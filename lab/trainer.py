@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import signal
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from tqdm import tqdm
 from data import Batch
 from lab.batches import training_batch
 from lab.checkpoint import (
+    check_fresh_start,
     checkpoint_path,
     clear_run,
     find_checkpoint,
@@ -29,6 +29,7 @@ from lab.checkpoint import (
 )
 from lab.config import Config, ConfigError, config_to_dict, save_config
 from lab.distributed import Group, join_group
+from lab.event_files import drop_events_after
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
 from lab.run_logs import periodic_eval, write_hparams, write_layout, write_samples
@@ -206,11 +207,15 @@ def train(
 
     Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
     and on interruption) and TensorBoard events into the run folder. Events of steps after the
-    checkpoint a run resumes from are dropped (``purge_step``), so every step is logged once.
+    checkpoint a run resumes from are dropped (``purge_step``, and removed from the event files:
+    :func:`lab.event_files.drop_events_after`), and a fresh start clears the files of a run
+    stopped before its first checkpoint, so every step is in the event files once.
 
     Raises:
         FileExistsError: not ``resume``/``overwrite``, and ``run_dir`` already holds a
-            checkpoint; or ``overwrite`` of a folder that holds no run (nothing deleted).
+            checkpoint, or files the project writes but no run (a run stopped before its first
+            checkpoint is cleared instead, see :func:`lab.checkpoint.check_fresh_start`); or
+            ``overwrite`` of a folder that holds no run (nothing deleted).
         RunLocked: another process trains into ``run_dir``.
         ConfigError: ``resume`` with ``config`` differing from the saved one in other keys, or
             a ``train.steps`` below the steps already taken.
@@ -232,18 +237,15 @@ def train(
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
-        if not (resume or overwrite) and checkpoint_path(run_dir).is_file():
-            raise FileExistsError(
-                f"run_dir={str(run_dir)!r} already holds a run; continue it with "
-                f"python train.py --resume {shlex.quote(str(run_dir))}, pick another "
-                "run_dir=..., or replace it with --overwrite"
-            )
+        leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
         state = load_checkpoint(run_dir, device) if resume else None
         run = start_run(config, state, device, group)
         if group.is_main:
-            if overwrite:
+            if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
                 clear_run(run_dir)
             remove_partial_writes(run_dir)
+            if state is not None:  # steps a killed process logged after its checkpoint
+                drop_events_after(run_dir, run.step)
         if run.result.finished:
             return run.result
         if group.is_main:

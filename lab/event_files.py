@@ -1,0 +1,56 @@
+"""A run folder's TensorBoard event files as a record of each step once.
+
+TensorBoard's own answer to a run that resumes from an earlier step is the ``purge_step`` the
+training writer sets: a reader that honours it hides the events of the steps after the
+checkpoint that an earlier, killed process had logged. Not every reader does (event files are
+also read by scripts and other viewers), so on resume :func:`drop_events_after` also rewrites
+the event files without those events: each step is then in the files once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+from lab.files import atomic_writer
+
+TRAINING_EVENTS = "events.out.tfevents.*"
+"""Event files of a run folder; those of an evaluation end in ``.extrapolation`` (their step
+is a length, not a training step) and are left alone."""
+
+
+def drop_events_after(run_dir: str | Path, step: int) -> list[Path]:
+    """Rewrite every training event file of ``run_dir`` without its summaries of steps after
+    ``step`` (the checkpoint a run resumes from); other records (file version, session logs,
+    the layout) stay. Each file is replaced atomically (:func:`lab.files.atomic_writer`), and
+    files that need no change are not touched. Call it only under the run folder's lock.
+
+    Returns:
+        the rewritten files.
+
+    Raises:
+        OSError: a file cannot be rewritten (it is left as it was).
+    """
+    changed = []
+    for path in sorted(Path(run_dir).glob(TRAINING_EVENTS)):
+        if path.is_symlink() or not path.is_file() or path.name.endswith(".extrapolation"):
+            continue
+        records = list(RawEventFileLoader(str(path)).Load())
+        kept = [raw for raw in records if not _after(raw, step)]
+        if len(kept) == len(records):
+            continue
+        with atomic_writer(path) as file:
+            writer = RecordWriter(file)
+            for raw in kept:
+                writer.write(raw)
+        changed.append(path)
+    return changed
+
+
+def _after(raw: bytes, step: int) -> bool:
+    """The record is a summary (scalars, text, images) logged at a step after ``step``."""
+    event = event_pb2.Event.FromString(raw)
+    return event.HasField("summary") and event.step > step
