@@ -24,6 +24,7 @@ from lab.config import (
     Config,
     ConfigError,
     EvalConfig,
+    check_lengths,
     check_overrides,
     config_from_dict,
     config_to_dict,
@@ -132,7 +133,11 @@ def evaluation_lengths(
 
     Raises:
         ValueError: a grid length below the task's ``min_length``.
+        ConfigError: a length over :data:`lab.config.MAX_TOKENS` tokens
+            (:func:`lab.config.check_lengths`: the check a run's config makes, here for
+            ``eval.py``'s overrides, before anything is evaluated).
     """
+    check_lengths(config.data, eval_config)
     low, high = config.data.train_min_length, config.data.train_max_length
     if eval_config.lengths is not None:
         grid = sorted(set(eval_config.lengths))
