@@ -126,8 +126,10 @@ def _is_rng(value: Any) -> bool:
 
 FIELDS: dict[str, tuple[Any, str]] = {
     "model": (
-        lambda v: isinstance(v, dict)
-        and all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in v.items()),
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in v.items())
+        ),
         "a dict of tensors",
     ),
     "config": (lambda v: isinstance(v, dict), "a dict"),

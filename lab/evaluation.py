@@ -9,6 +9,7 @@ greedy decoding (see :mod:`lab.metrics`; ``tests/test_eval.py`` checks it).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,14 @@ from lab.config import (
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.probe import minimal_pair_accuracy, permutation_probe
-from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
+from lab.report import (
+    EVAL_NAME,
+    SCHEMA,
+    SCHEMA_VERSION,
+    inconsistency,
+    write_eval_json,
+    write_tensorboard,
+)
 from lab.runtime import resolve_device
 from model import Transformer
 
@@ -77,8 +85,9 @@ def load_evaluation(
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
-    Current means: valid JSON that follows :data:`lab.report.SCHEMA` (so a damaged or
-    hand-edited file is re-evaluated, never reported), written after the checkpoint, and (when
+    Current means: valid JSON that follows :data:`lab.report.SCHEMA` and is consistent
+    (:func:`lab.report.inconsistency`; so a damaged or hand-edited file is re-evaluated, with a
+    one-line warning on stderr, never reported), written after the checkpoint, and (when
     ``eval_config`` is given) evaluated with exactly those settings. ``folder`` is where the
     ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
     """
@@ -86,7 +95,13 @@ def load_evaluation(
     try:
         result = json.loads(path.read_text())
         jsonschema.validate(result, SCHEMA)
-    except (OSError, ValueError, jsonschema.ValidationError):
+        problem = inconsistency(result)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, jsonschema.ValidationError) as error:
+        problem = str(error).splitlines()[0]
+    if problem is not None:
+        print(f"warning: {path}: {problem}; evaluating it again", file=sys.stderr)
         return None
     checkpoint = checkpoint_path(run_dir)
     if checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime:
