@@ -217,7 +217,10 @@ def test_eval_py_refuses_a_huge_length_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--lengths", "100000000"], "--lengths=100000000 is invalid; it must be >= 1 and <= 16384"),
+        (
+            ["--lengths", "100000000"],
+            "--lengths=100000000 is invalid; it must be >= 1 and <= 16384",
+        ),
         (["--lengths", "1e8"], "--lengths='1e8' is not a comma-separated list of integers"),
         (["--batch-tokens", "1000000000"], "--batch-tokens=1000000000 is invalid"),
         (["--batch", "100000"], "--batch=100000 is invalid; it must be >= 1 and <= 4096"),
