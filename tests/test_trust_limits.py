@@ -237,6 +237,15 @@ def test_bench_refuses_huge_values_in_one_line(argv, message, tmp_path, capsys):
     assert not (tmp_path / "b.json").exists()
 
 
+def test_the_block_sweep_has_the_same_maxima(tmp_path, capsys):
+    from lab import block_sweep
+
+    argv = ["--lengths", "100000000", "--out", str(tmp_path / "b.json")]
+    assert block_sweep.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --lengths=100000000 is invalid; it must be >= 1 and <= 16384"
+
+
 def test_bench_command_line_fails_at_once():
     result = run("bench.py", "--lengths", "100000000")
     assert result.returncode == 2
