@@ -214,6 +214,27 @@ def test_eval_py_refuses_a_huge_length_in_one_line(tmp_path):
     assert f"the maximum is {MAX_TOKENS} tokens" in lines[0]
 
 
+def test_eval_py_checks_overrides_against_each_run_before_evaluating(tmp_path):
+    config = load_config(None, ["data.task=copy", "data.train_max_length=10", *TINY])
+    folder = tmp_path / "run"
+    folder.mkdir()
+    weights = Transformer(config.model).state_dict()
+    torch.save({"model": weights, "config": config_to_dict(config)}, folder / "checkpoint.pt")
+    too_long = (
+        "eval.max_length_factor=1000.0 is too long: eval.py needs length 10000 (over 4096 "
+        "tokens for task 'copy'); the maximum is 4096 tokens"
+    )
+    for override, message in (
+        ("eval.max_length_factor=1000", too_long),
+        ("eval.position_options.scaling=yarn", "scaling_factor=1.0 is invalid for scaling='yarn'"),
+    ):
+        result = run("eval.py", str(folder), override, "--no-progress")
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], result.stderr
+        assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.pt"]  # nothing written
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
