@@ -86,10 +86,11 @@ def load_evaluation(
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
     Current means: valid JSON that follows :data:`lab.report.SCHEMA` and is consistent
-    (:func:`lab.report.inconsistency`; so a damaged or hand-edited file is re-evaluated, with a
-    one-line warning on stderr, never reported), written after the checkpoint, and (when
-    ``eval_config`` is given) evaluated with exactly those settings. ``folder`` is where the
-    ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
+    (:func:`lab.report.inconsistency`; a damaged or hand-edited file is treated as missing, with
+    a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
+    written after the checkpoint, and (when ``eval_config`` is given) evaluated with exactly
+    those settings. ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s
+    ``write_to``); None means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
     try:
@@ -101,7 +102,7 @@ def load_evaluation(
     except (OSError, ValueError, jsonschema.ValidationError) as error:
         problem = str(error).splitlines()[0]
     if problem is not None:
-        print(f"warning: {path}: {problem}; evaluating it again", file=sys.stderr)
+        print(f"warning: {path}: {problem}; treated as missing", file=sys.stderr)
         return None
     checkpoint = checkpoint_path(run_dir)
     if checkpoint.is_file() and checkpoint.stat().st_mtime > path.stat().st_mtime:

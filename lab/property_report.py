@@ -153,15 +153,13 @@ def save_figure(fig: Figure, out: Path, name: str, writer: Any) -> Path:
 
 def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list]:
     """The trained run's scheme measured on its weights, its config, model and task."""
-    from lab.evaluation import load_run
+    from lab.evaluation import load_evaluation, load_run
 
     config, model, _ = load_run(run_dir, torch.device("cpu"))
     scheme = model.position
     row = measure(scheme, make_probe(config.model), span, config.data.train_max_length, None)
-    evaluation = run_dir / "eval.json"
-    at_2x = None
-    if evaluation.exists():
-        at_2x = json.loads(evaluation.read_text())["summary"]["at"].get("2x")
+    evaluation = load_evaluation(run_dir)  # None when missing, damaged, inconsistent or stale
+    at_2x = evaluation["summary"]["at"].get("2x") if evaluation else None
     return replace(row, scheme=f"{row.scheme} (trained)", exact_match_2x=at_2x), config, model
 
 

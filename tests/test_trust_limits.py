@@ -453,7 +453,7 @@ def test_an_inconsistent_eval_json_is_re_evaluated_with_one_warning(
     write_eval_json(broken(evaluation, change), tmp_path)
     assert load_evaluation(tmp_path) is None
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and problem in err and "evaluating it again" in err
+    assert len(err.splitlines()) == 1 and problem in err and "treated as missing" in err
 
 
 def test_an_eval_json_with_nan_is_re_evaluated_with_one_warning(evaluation, tmp_path, capsys):
@@ -462,3 +462,18 @@ def test_an_eval_json_with_nan_is_re_evaluated_with_one_warning(evaluation, tmp_
     assert load_evaluation(tmp_path) is None
     err = capsys.readouterr().err.strip()
     assert err.startswith("warning: ") and "lengths.0.exact_match is not a finite number" in err
+
+
+def test_the_property_report_reads_a_trained_runs_eval_json_through_the_same_check(
+    evaluation, tmp_path, capsys
+):
+    from lab.property_report import run_rows
+
+    config = load_config(None, ["data.task=copy", "data.train_max_length=6", *TINY])
+    weights = Transformer(config.model).state_dict()
+    torch.save({"model": weights, "config": config_to_dict(config)}, tmp_path / "checkpoint.pt")
+    write_eval_json(evaluation, tmp_path)
+    assert run_rows(tmp_path, 16)[0].exact_match_2x == evaluation["summary"]["at"]["2x"]
+    write_eval_json(broken(evaluation, _swap), tmp_path)
+    assert run_rows(tmp_path, 16)[0].exact_match_2x is None
+    assert "are not strictly increasing; treated as missing" in capsys.readouterr().err
