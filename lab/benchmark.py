@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from lab.baselines import Baseline
-from lab.config import MAX_BATCH_TOKENS, MAX_THREADS
-from lab.runtime import autocast, compute_dtype
+from lab.config import MAX_BATCH_TOKENS
+from lab.runtime import MAX_THREADS, autocast, compute_dtype
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 

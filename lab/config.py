@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task, task_class, task_options
 from lab.files import atomic_write
-from lab.runtime import check_precision, parse_device
+from lab.runtime import MAX_THREADS, check_precision, parse_device
 from model import ModelConfig
 from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
 from model.position import build_position
@@ -58,9 +58,6 @@ MAX_EVAL_LENGTHS = 256
 MAX_SEED = 2**32 - 1
 """Largest ``seed``: NumPy's legacy seeding and most tools take 32-bit seeds; larger ones make
 ``torch.manual_seed`` overflow (a traceback at the first step)."""
-
-MAX_THREADS = 1024
-"""Most CPU ``threads``: more than any machine this lab runs on has cores."""
 
 
 def sequence_tokens(task: Task, length: int) -> int:

@@ -24,7 +24,6 @@ from lab.config import (
     MAX_EVAL_LENGTHS,
     MAX_SEED,
     MAX_STEPS,
-    MAX_THREADS,
     MAX_TOKENS,
     ConfigError,
     EvalConfig,
@@ -33,6 +32,7 @@ from lab.config import (
 )
 from lab.evaluation import evaluate_model, evaluation_lengths, load_evaluation
 from lab.report import EVAL_NAME, inconsistency, write_eval_json
+from lab.runtime import MAX_THREADS
 from model import ModelConfig, Transformer
 from model.config import MAX_PARAMETERS, MAX_RANDOMIZED_POSITIONS, MAX_WIDTH
 from model.position.cope import CopeOptions
@@ -256,6 +256,16 @@ def test_bench_refuses_huge_values_in_one_line(argv, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and message in err, err
     assert not (tmp_path / "b.json").exists()
+
+
+def test_every_command_refuses_a_huge_thread_count(tmp_path, capsys):
+    import eval as eval_cli
+
+    assert eval_cli.main(["--threads", "100000", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: threads=100000 is invalid; it must be >= 0 (0 = PyTorch default) " + (
+        f"and <= {MAX_THREADS}"
+    )
 
 
 def test_the_block_sweep_has_the_same_maxima(tmp_path, capsys):
