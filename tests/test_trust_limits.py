@@ -33,6 +33,7 @@ from lab.config import (
 from lab.evaluation import evaluate_model, evaluation_lengths, load_evaluation
 from lab.report import EVAL_NAME, inconsistency, write_eval_json
 from lab.runtime import MAX_THREADS
+from lab.sweep import expand, load_sweep
 from model import ModelConfig, Transformer
 from model.config import MAX_PARAMETERS, MAX_RANDOMIZED_POSITIONS, MAX_WIDTH
 from model.position.cope import CopeOptions
@@ -173,10 +174,17 @@ def test_the_maxima_are_the_values_they_are_documented_as_and_the_defaults_fit()
     assert T5Options.MAX_DISTANCE >= MAX_TOKENS
     assert LearnedOptions.MAX_POSITIONS >= MAX_RANDOMIZED_POSITIONS
     assert MAX_BATCH_TOKENS == 64 * MAX_TOKENS  # the default batch of the longest sequences
-    for name in ("default", "ablation", "quick", "suite", "suite_quick"):
-        text = (ROOT / "configs" / f"{name}.yaml").read_text()
-        if "base:" not in text and "grid:" not in text:  # run configs, not sweep files
-            load_config(ROOT / "configs" / f"{name}.yaml")
+    load_config(ROOT / "configs" / "default.yaml")
+    specs = expand(load_sweep(ROOT / "configs" / "suite.yaml"))  # every task, every scheme
+
+    def last(spec, key: str) -> str:
+        return next(o for o in spec.overrides[::-1] if o.startswith(f"{key}="))
+
+    by_task = {last(spec, "data.task"): spec for spec in specs}
+    schemes = {last(spec, "model.position"): spec for spec in specs}
+    assert len(by_task) >= 10 and len(schemes) >= 5
+    for spec in [*by_task.values(), *schemes.values()]:  # each fits the maxima
+        load_config(None, spec.overrides)
 
 
 @pytest.mark.parametrize(
