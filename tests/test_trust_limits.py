@@ -222,7 +222,9 @@ def test_eval_py_refuses_a_huge_length_in_one_line(tmp_path):
     assert f"the maximum is {MAX_TOKENS} tokens" in lines[0]
 
 
-def test_eval_py_checks_overrides_against_each_run_before_evaluating(tmp_path):
+def test_eval_py_checks_overrides_against_each_run_before_evaluating(tmp_path, capsys):
+    import eval as eval_cli
+
     config = load_config(None, ["data.task=copy", "data.train_max_length=10", *TINY])
     folder = tmp_path / "run"
     folder.mkdir()
@@ -236,10 +238,9 @@ def test_eval_py_checks_overrides_against_each_run_before_evaluating(tmp_path):
         ("eval.max_length_factor=1000", too_long),
         ("eval.position_options.scaling=yarn", "scaling_factor=1.0 is invalid for scaling='yarn'"),
     ):
-        result = run("eval.py", str(folder), override, "--no-progress")
-        assert result.returncode == 2
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], result.stderr
+        assert eval_cli.main([str(folder), override, "--no-progress"]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], lines
         assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.pt"]  # nothing written
 
 
@@ -385,13 +386,16 @@ def test_every_field_the_trainer_writes_has_a_type_check():
     assert set(written.split()) == set(FIELDS)
 
 
-def test_resume_and_eval_refuse_a_text_step_in_one_line(tmp_path):
+def test_resume_and_eval_refuse_a_text_step_in_one_line(tmp_path, capsys):
+    import eval as eval_cli
+    import train as train_cli
+
     folder = write_checkpoint(tmp_path / "run", step="100", finished=False)
-    for argv in (["train.py", "--resume", str(folder)], ["eval.py", str(folder)]):
-        result = run(*argv)
-        assert result.returncode == 2, result.stderr
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    for main, argv in ((train_cli.main, ["--resume", str(folder)]), (eval_cli.main, [str(folder)])):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in err, err
         assert "its 'step' is '100' (str); it must be an integer >= 0" in errors[0]
 
 
