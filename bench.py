@@ -23,6 +23,7 @@ from lab.benchmark import (
     ABLATION,
     STANDARD,
     STANDARD_LENGTH,
+    check_counts,
     check_schemes,
     ours_vs_theirs,
     run_benchmark,
@@ -87,9 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        device = resolve_device(args.device)
-        configure_threads(args.threads)
-        check_precision(args.precision)
         try:
             lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
         except ValueError:
@@ -97,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"--lengths={args.lengths!r} is not a comma-separated list of integers"
             ) from None
         counts = {"--repeats": [args.repeats], "--batch": [args.batch], "--lengths": lengths}
-        counts["--batch-tokens"] = [args.batch_tokens]
-        for flag, values in counts.items():
-            if values and min(values) < 1:
-                raise ValueError(f"{flag}={min(values)} is invalid; it must be >= 1")
+        counts |= {"--batch-tokens": [args.batch_tokens], "--threads": [args.threads]}
+        check_counts(counts)
+        device = resolve_device(args.device)
+        configure_threads(args.threads)
+        check_precision(args.precision)
         schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
         check_schemes(schemes, "--schemes")
         out = output_file(args.out)  # checked before minutes of timing, not after

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -36,6 +37,10 @@ class CountOptions:
             so ``length <= max_count``.
     """
 
+    MAX_COUNT: ClassVar[int] = 4096
+    """Largest ``max_count``: one answer token per count, and ``length <= max_count`` with at
+    most 4096 tokens per sequence (``lab.config.MAX_TOKENS``), so larger counts never occur."""
+
     n_symbols: int = 4
     max_count: int = 64
 
@@ -44,8 +49,10 @@ class CountOptions:
             raise ValueError(
                 f"n_symbols={self.n_symbols} is invalid; it must be in 2..{len(SYMBOLS)}"
             )
-        if self.max_count < 1:
-            raise ValueError(f"max_count={self.max_count} is invalid; it must be >= 1")
+        if not 1 <= self.max_count <= self.MAX_COUNT:
+            raise ValueError(
+                f"max_count={self.max_count} is invalid; it must be in [1, {self.MAX_COUNT}]"
+            )
 
 
 @register("count")

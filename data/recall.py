@@ -50,6 +50,11 @@ class RecallOptions:
     SAVED_BEFORE: ClassVar[dict[str, Any]] = {"echo_keys": False}
     """Options added after runs were saved without them, and the value those runs used."""
 
+    MAX_TOKENS: ClassVar[int] = 4096
+    """Largest ``n_keys`` and ``n_values``: each is a token of the vocabulary, and drawing ``n``
+    prompts sorts an ``(n, n_keys)`` random array; a prompt holds at most 2048 pairs in the
+    lab's 4096 tokens (``lab.config.MAX_TOKENS``), so more keys are never all used."""
+
     n_keys: int = 64
     n_values: int = 16
     n_queries: int = 2
@@ -57,8 +62,10 @@ class RecallOptions:
 
     def __post_init__(self) -> None:
         for name in ("n_keys", "n_values", "n_queries"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)} is invalid; it must be >= 1")
+            if not 1 <= getattr(self, name) <= self.MAX_TOKENS:
+                raise ValueError(
+                    f"{name}={getattr(self, name)} is invalid; it must be in [1, {self.MAX_TOKENS}]"
+                )
         if self.n_queries > self.n_keys:
             raise ValueError(
                 f"n_queries={self.n_queries} is invalid; it must be <= n_keys={self.n_keys}"

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from lab.baselines import Baseline
-from lab.runtime import autocast, compute_dtype
+from lab.config import MAX_BATCH_TOKENS
+from lab.runtime import MAX_THREADS, autocast, compute_dtype
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
@@ -416,6 +417,36 @@ def eval_rows(
         result.append({**asdict(speed), "position": entry.position, "baseline": entry.baseline})
         progress(f"eval {entry.name} at {length}: {speed.tokens_per_s:,.0f} tok/s")
     return result
+
+
+MAX_LENGTH = 16384
+"""Longest ``--lengths`` value, in tokens: 4 times the longest sequence a run may use
+(``lab.config.MAX_TOKENS``); at 16,384 one layer's ``(H=4, T, T)`` float32 scores, which CoPE
+and x-transformers' T5 build whole, take 4 GiB of a 24 GiB laptop."""
+
+MAX_REPEATS = 1000
+"""Most ``--repeats`` (50 times the default)."""
+
+LIMITS = {
+    "--repeats": MAX_REPEATS,
+    "--batch": MAX_BATCH_TOKENS // STANDARD_LENGTH,  # rows of 64 tokens
+    "--lengths": MAX_LENGTH,
+    "--batch-tokens": MAX_BATCH_TOKENS,
+    "--threads": MAX_THREADS,
+}
+"""Largest value of each numeric flag (``--threads`` may also be 0, the others start at 1)."""
+
+
+def check_counts(counts: dict[str, list[int]]) -> None:
+    """Raise ValueError (one line naming the flag, the value and the range) unless every value of
+    each flag in ``counts`` lies in ``[1, LIMITS[flag]]`` (``[0, ...]`` for ``--threads``)."""
+    for flag, values in counts.items():
+        low = 0 if flag == "--threads" else 1
+        bad = [v for v in values if not low <= v <= LIMITS[flag]]
+        if bad:
+            raise ValueError(
+                f"{flag}={bad[0]} is invalid; it must be >= {low} and <= {LIMITS[flag]}"
+            )
 
 
 def check_schemes(schemes: list[str], label: str = "scheme") -> None:

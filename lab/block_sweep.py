@@ -18,7 +18,15 @@ from collections.abc import Callable
 
 import torch
 
-from lab.benchmark import STANDARD, Entry, check_schemes, device_name, eval_rows, our_model
+from lab.benchmark import (
+    STANDARD,
+    Entry,
+    check_counts,
+    check_schemes,
+    device_name,
+    eval_rows,
+    our_model,
+)
 from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import configure_threads, resolve_device
@@ -164,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag, values in counts.items():
             if not values or min(values) < 1:
                 raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
+        check_counts(counts)  # the maxima bench.py has
         if min(lengths) <= BLOCK_ROWS:
             raise ValueError(
                 f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "

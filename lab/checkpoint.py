@@ -131,7 +131,68 @@ def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> 
         ) from None
     if not isinstance(state, dict) or "model" not in state or "config" not in state:
         raise ValueError(f"{str(path)!r} is not a checkpoint of this project (no model/config)")
+    check_fields(state, path)
     return state
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_rng(value: Any) -> bool:
+    """A :func:`lab.runtime.capture_rng` dict: Python's state tuple, torch's byte tensor and,
+    optionally, a list of CUDA byte tensors."""
+    if not isinstance(value, dict) or not isinstance(value.get("torch"), torch.Tensor):
+        return False
+    python = value.get("python")
+    if not (isinstance(python, tuple) and len(python) == 3 and isinstance(python[1], tuple)):
+        return False
+    cuda = value.get("cuda", [])
+    return isinstance(cuda, list) and all(isinstance(t, torch.Tensor) for t in cuda)
+
+
+FIELDS: dict[str, tuple[Any, str]] = {
+    "model": (
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in v.items())
+        ),
+        "a dict of tensors",
+    ),
+    "config": (lambda v: isinstance(v, dict), "a dict"),
+    "optimizer": (lambda v: isinstance(v, dict), "a dict"),
+    "scheduler": (lambda v: isinstance(v, dict), "a dict"),
+    "step": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "rng": (_is_rng, "a dict of generator states (python, torch)"),
+    "rank_rng": (lambda v: isinstance(v, list) and all(map(_is_rng, v)), "a list of rng dicts"),
+    "finished": (lambda v: isinstance(v, bool), "true or false"),
+    "final_loss": (lambda v: isinstance(v, float) or _is_int(v), "a number"),
+    "eval": (lambda v: isinstance(v, dict), "a dict"),
+    "history": (
+        lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
+        "a list of dicts",
+    ),
+}
+"""Every field a checkpoint may hold (``model`` and ``config`` always), with a test of its type
+and the type in words: what :func:`lab.trainer.Run.save` writes and --resume and ``eval.py``
+read."""
+
+
+def check_fields(state: dict[str, Any], path: str | Path) -> None:
+    """Check the type of every field of :data:`FIELDS` that ``state`` holds.
+
+    Raises:
+        ValueError: one line naming the file, the field, its value's type and what it must be
+            (a ``step`` saved as text would otherwise be a ``TypeError`` in --resume).
+    """
+    for name, (valid, wanted) in FIELDS.items():
+        if name in state and not valid(state[name]):
+            value = state[name]
+            shown = repr(value) if isinstance(value, (str, int, float, bool)) else "a value"
+            raise ValueError(
+                f"{str(path)!r} is not a valid checkpoint: its {name!r} is {shown[:40]} "
+                f"({type(value).__name__}); it must be {wanted}"
+            )
 
 
 def is_run(run_dir: str | Path) -> bool:

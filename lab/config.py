@@ -22,9 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task, task_class, task_options
 from lab.files import atomic_write
-from lab.runtime import check_precision, parse_device
+from lab.runtime import MAX_THREADS, check_precision, parse_device
 from model import ModelConfig
-from model.config import RENAMED_KEYS, migrate_keys
+from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
 from model.position import build_position
 from model.position.options import options_dict
 
@@ -40,6 +40,24 @@ MAX_SAMPLES = 100_000
 ``eval.samples``, ``eval.probe_samples``): at 100,000 a 95% Wilson interval is already
 narrower than +-0.4%, and a typo such as ``train.eval_samples=100000000`` would otherwise keep a
 periodic evaluation (during which a stop signal waits) running for many minutes."""
+
+MAX_BATCH_TOKENS = 2**18
+"""Most tokens in one batch: ``train.batch_size`` times the longest training sequence, and
+``eval.batch_tokens``. 2**18 = 262,144 is 64 rows (the default batch) of :data:`MAX_TOKENS`
+tokens, 170 times the default ablation's training batch and 8 times the default evaluation
+batch; a typo such as ``train.batch_size=10000000`` fails by name instead of in an allocation."""
+
+MAX_STEPS = 10**7
+"""Most optimizer steps (``train.steps``; also the largest ``eval_every``, ``checkpoint_every``
+and ``log_every``): 2,500 times the default ablation's budget, days of CPU time."""
+
+MAX_EVAL_LENGTHS = 256
+"""Most lengths in ``eval.lengths``: the default grid has 10; each length is a full pass over
+``eval.samples`` sequences plus the probes."""
+
+MAX_SEED = 2**32 - 1
+"""Largest ``seed``: NumPy's legacy seeding and most tools take 32-bit seeds; larger ones make
+``torch.manual_seed`` overflow (a traceback at the first step)."""
 
 
 def sequence_tokens(task: Task, length: int) -> int:
@@ -64,6 +82,13 @@ def check_finite(section: object, prefix: str) -> None:
 
 class ConfigError(ValueError):
     """A bad config file, key or value; the message is one line."""
+
+
+def check_range(key: str, value: float, low: float, high: float) -> None:
+    """Raise :class:`ConfigError` naming ``key`` unless ``low <= value <= high``, e.g.
+    ``train.batch_size=10000000 is invalid; it must be >= 1 and <= 262144``."""
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={value} is invalid; it must be >= {low} and <= {high}")
 
 
 RENAMED_DATA_KEYS = {"n_symbols": "options.TASK.n_symbols"}
@@ -198,9 +223,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_finite(self, "train.")
-        for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"train.{name}={getattr(self, name)} is invalid; it must be >= 1")
+        for name in ("steps", "eval_every", "checkpoint_every", "log_every"):
+            check_range(f"train.{name}", getattr(self, name), 1, MAX_STEPS)
+        check_range("train.batch_size", self.batch_size, 1, MAX_BATCH_TOKENS)
         if not 1 <= self.eval_samples <= MAX_SAMPLES:
             raise ConfigError(
                 f"train.eval_samples={self.eval_samples} is invalid; it must be in "
@@ -257,12 +282,11 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
-        if self.max_length_factor < 1:
+        if self.max_length_factor < 1:  # its upper bound depends on the run: check_lengths
             raise ConfigError(
                 f"eval.max_length_factor={self.max_length_factor} is invalid; it must be >= 1"
             )
-        if self.batch_tokens < 1:
-            raise ConfigError(f"eval.batch_tokens={self.batch_tokens} is invalid; it must be >= 1")
+        check_range("eval.batch_tokens", self.batch_tokens, 1, MAX_BATCH_TOKENS)
         for name in ("samples", "probe_samples"):
             if not 1 <= getattr(self, name) <= MAX_SAMPLES:
                 value = getattr(self, name)
@@ -271,6 +295,17 @@ class EvalConfig:
                 )
         if self.lengths is not None and (not self.lengths or min(self.lengths) < 1):
             raise ConfigError(f"eval.lengths={self.lengths} is invalid; give lengths >= 1")
+        if self.lengths is not None and len(self.lengths) > MAX_EVAL_LENGTHS:
+            raise ConfigError(
+                f"eval.lengths has {len(self.lengths)} lengths; the maximum is {MAX_EVAL_LENGTHS}"
+            )
+        if self.lengths is not None and max(self.lengths) > MAX_TOKENS:
+            # every task spends at least one token per content item (see sequence_tokens)
+            raise ConfigError(
+                f"eval.lengths={self.lengths} is too long: eval.py needs length "
+                f"{max(self.lengths)} (over {MAX_TOKENS} tokens for any task); the maximum is "
+                f"{MAX_TOKENS} tokens per sequence"
+            )
 
 
 @dataclass
@@ -306,9 +341,8 @@ class Config:
         """Checks that span sections: every length against :data:`MAX_TOKENS` and the position
         scheme's table, finite model numbers, and the run-level fields."""
         check_finite(self.model, "model.")
-        for name in ("seed", "threads"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}={getattr(self, name)} is invalid; it must be >= 0")
+        check_range("seed", self.seed, 0, MAX_SEED)
+        check_range("threads", self.threads, 0, MAX_THREADS)
         try:
             parse_device(self.device)
             check_precision(self.precision)
@@ -320,28 +354,23 @@ class Config:
         task = self.data.build_task()
         longest = self.data.train_max_length
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
+        check_lengths(self.data, self.eval)
         self.model = self.model.with_training_context(trained)
-        asked = {  # key=value -> (the longest length it makes a run use, where)
-            f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
-        }
-        if self.eval.lengths is not None:
-            asked[f"eval.lengths={self.eval.lengths}"] = (max(self.eval.lengths), "eval.py")
-        else:
-            factor = f"eval.max_length_factor={self.eval.max_length_factor}"
-            asked[factor] = (round(self.eval.max_length_factor * longest), "eval.py")
-        for setting, (length, where) in asked.items():
-            try:
-                tokens = sequence_tokens(task, length)
-            except ValueError as error:  # a length the task's options cannot make
-                raise ConfigError(
-                    f"{setting}: {where} needs length {length}, but {error}"
-                ) from None
-            if tokens > MAX_TOKENS:
-                size = f"{tokens} tokens" if length <= MAX_TOKENS else f"over {MAX_TOKENS} tokens"
-                raise ConfigError(
-                    f"{setting} is too long: {where} needs length {length} ({size} for task "
-                    f"{self.data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
-                )
+        if self.train.batch_size * trained > MAX_BATCH_TOKENS:
+            raise ConfigError(
+                f"train.batch_size={self.train.batch_size} is too large: {self.train.batch_size} "
+                f"rows of {trained} tokens (data.train_max_length={longest}) exceed "
+                f"{MAX_BATCH_TOKENS} tokens per batch; give train.batch_size <= "
+                f"{MAX_BATCH_TOKENS // trained}"
+            )
+        randomized = self.model.randomized_positions
+        if randomized and randomized < trained:
+            raise ConfigError(
+                f"model.randomized_positions={randomized} is too small: the longest training "
+                f"sequence ({trained} tokens at data.train_max_length={longest}) needs as many "
+                f"distinct positions; give 0 (off) or a value in [{trained}, "
+                f"{MAX_RANDOMIZED_POSITIONS}]"
+            )
         with torch.device("meta"):  # the scheme's limit, without allocating its table
             limit = build_position(self.model).max_length()
         tokens = trained
@@ -350,6 +379,39 @@ class Config:
             raise ConfigError(
                 f"{key}={limit} is shorter than the longest training sequence "
                 f"({tokens} tokens at data.train_max_length={longest}); set {key} >= {tokens}"
+            )
+
+
+def check_lengths(data: DataConfig, evaluation: EvalConfig) -> None:
+    """Check every length a run of ``data`` evaluated with ``evaluation`` uses against
+    :data:`MAX_TOKENS`: the periodic evaluation at 4x ``data.train_max_length`` and
+    ``eval.py``'s grid (``eval.lengths``, or ``eval.max_length_factor`` times the longest training
+    length). A run's config checks it when built; ``eval.py`` with its overrides too, before any
+    evaluation (:func:`lab.evaluation.evaluation_lengths`).
+
+    Raises:
+        ConfigError: one line naming the setting, the length it needs and the maximum.
+    """
+    task = data.build_task()
+    longest = data.train_range[1]
+    asked = {  # key=value -> (the longest length it makes a run use, where)
+        f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
+    }
+    if evaluation.lengths is not None:
+        asked[f"eval.lengths={evaluation.lengths}"] = (max(evaluation.lengths), "eval.py")
+    else:
+        factor = f"eval.max_length_factor={evaluation.max_length_factor}"
+        asked[factor] = (round(evaluation.max_length_factor * longest), "eval.py")
+    for setting, (length, where) in asked.items():
+        try:
+            tokens = sequence_tokens(task, length)
+        except ValueError as error:  # a length the task's options cannot make
+            raise ConfigError(f"{setting}: {where} needs length {length}, but {error}") from None
+        if tokens > MAX_TOKENS:
+            size = f"{tokens} tokens" if length <= MAX_TOKENS else f"over {MAX_TOKENS} tokens"
+            raise ConfigError(
+                f"{setting} is too long: {where} needs length {length} ({size} for task "
+                f"{data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
             )
 
 

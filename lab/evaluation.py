@@ -9,6 +9,7 @@ greedy decoding (see :mod:`lab.metrics`; ``tests/test_eval.py`` checks it).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from lab.config import (
     Config,
     ConfigError,
     EvalConfig,
+    check_lengths,
     check_overrides,
     config_from_dict,
     config_to_dict,
@@ -37,7 +39,14 @@ from lab.config import (
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.files import linked_below, safe_folder
 from lab.probe import minimal_pair_accuracy, permutation_probe
-from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
+from lab.report import (
+    EVAL_NAME,
+    SCHEMA,
+    SCHEMA_VERSION,
+    inconsistency,
+    write_eval_json,
+    write_tensorboard,
+)
 from lab.runtime import resolve_device
 from model import Transformer
 
@@ -83,12 +92,14 @@ def load_evaluation(
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
-    Current means: valid JSON that follows :data:`lab.report.SCHEMA` (so a damaged or
-    hand-edited file is re-evaluated, never reported), written after the checkpoint, computed
-    from this very checkpoint (its ``checkpoint.sha256``: an ``eval.json`` of another run
-    copied or written into this folder is never taken for this run's), and (when
-    ``eval_config`` is given) evaluated with exactly those settings. ``folder`` is where the
-    ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None means ``run_dir``.
+    Current means: valid JSON that follows :data:`lab.report.SCHEMA` and is consistent
+    (:func:`lab.report.inconsistency`; a damaged or hand-edited file is treated as missing, with
+    a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
+    written after the checkpoint, computed from this very checkpoint (its
+    ``checkpoint.sha256``: an ``eval.json`` of another run copied or written into this folder
+    is never taken for this run's), and (when ``eval_config`` is given) evaluated with exactly
+    those settings. ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s
+    ``write_to``); None means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
     if folder is not None and linked_below(folder, run_dir) is not None:
@@ -96,7 +107,13 @@ def load_evaluation(
     try:
         result = json.loads(path.read_text())
         jsonschema.validate(result, SCHEMA)
-    except (OSError, ValueError, jsonschema.ValidationError):
+        problem = inconsistency(result)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, jsonschema.ValidationError) as error:
+        problem = str(error).splitlines()[0]
+    if problem is not None:
+        print(f"warning: {path}: {problem}; treated as missing", file=sys.stderr)
         return None
     checkpoint = checkpoint_path(run_dir)
     if not checkpoint.is_file() or checkpoint.stat().st_mtime > path.stat().st_mtime:
@@ -145,7 +162,11 @@ def evaluation_lengths(
 
     Raises:
         ValueError: a grid length below the task's ``min_length``.
+        ConfigError: a length over :data:`lab.config.MAX_TOKENS` tokens
+            (:func:`lab.config.check_lengths`: the check a run's config makes, here for
+            ``eval.py``'s overrides, before anything is evaluated).
     """
+    check_lengths(config.data, eval_config)
     low, high = config.data.train_min_length, config.data.train_max_length
     if eval_config.lengths is not None:
         grid = sorted(set(eval_config.lengths))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,77 @@ SCHEMA: dict[str, Any] = {
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict :func:`lab.evaluation.evaluate_run`
 returns."""
+
+
+def inconsistency(result: dict[str, Any]) -> str | None:
+    """What makes a schema-valid ``eval.json`` dict (:data:`SCHEMA`) unusable, in a few words, or
+    None: a NaN or infinite number (JSON readers accept them), lengths not strictly increasing,
+    a grid length that was not evaluated, a training range whose ends are swapped, an evaluated
+    length without its figures or with figures that disagree (a Wilson interval not around its
+    exact-match, a ``correct`` string not one character per sample or not giving the
+    exact-match, pair accuracy without pairs), or an in-distribution figure that is not the
+    mean over the grid lengths in the training range. Reports draw error bars and pair
+    sequences from these fields, so each one would otherwise be a traceback on every re-run.
+    """
+    bad = _non_finite(result)
+    if bad:
+        return f"{bad} is not a finite number"
+    lengths = [row["length"] for row in result["lengths"]]
+    if lengths != sorted(set(lengths)):
+        return f"lengths {lengths} are not strictly increasing"
+    grid = result["grid_lengths"]
+    if grid != sorted(set(grid)) or not set(grid) <= set(lengths):
+        return f"grid_lengths {grid} are not increasing lengths among those evaluated"
+    low, high = result["train_lengths"]
+    if low > high:
+        return f"train_lengths {[low, high]} are not a range"
+    for row in result["lengths"]:
+        problem = _row_inconsistency(row)
+        if problem:
+            return f"length {row['length']}: {problem}"
+    inside = [row for row in result["lengths"] if row["length"] in grid and low <= row["length"]]
+    inside = [row for row in inside if row["length"] <= high]
+    in_dist = result["summary"]["in_dist"]
+    if in_dist is not None:
+        values = [row["exact_match"] for row in inside]
+        if None in values or not values or abs(sum(values) / len(values) - in_dist) > 1e-9:
+            return f"summary.in_dist={in_dist} is not the mean over the training range"
+    return None
+
+
+def _row_inconsistency(row: dict[str, Any]) -> str | None:
+    """What is wrong with one ``lengths`` entry (see :func:`inconsistency`), or None."""
+    figures = [row[k] for k in ("exact_match", "exact_match_low", "exact_match_high")]
+    if not row["supported"]:
+        return None if figures == [None] * 3 else "unsupported, yet it has figures"
+    if None in figures or row["token_accuracy"] is None or row["samples"] < 1:
+        return "supported, yet a figure or its samples are missing"
+    exact, lowest, highest = figures
+    if not lowest <= exact <= highest:
+        return f"exact_match {exact} lies outside its interval [{lowest}, {highest}]"
+    correct = row["correct"]
+    if correct is not None and len(correct) != row["samples"]:
+        return f"'correct' has {len(correct)} results for {row['samples']} samples"
+    if correct is not None and abs(correct.count("1") / len(correct) - exact) > 1e-9:
+        return f"'correct' gives {correct.count('1') / len(correct)}, not exact_match {exact}"
+    if row["pair_accuracy"] is not None and row["pairs"] < 1:
+        return "pair_accuracy without pairs"
+    return None
+
+
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """The dotted place of the first NaN or infinite float in ``value`` (nested dicts and
+    lists), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "a value"
+    if isinstance(value, (dict, list)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            found = _non_finite(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    return None
+
 
 CSV_COLUMNS = (
     "run",

@@ -55,14 +55,22 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+MAX_THREADS = 1024
+"""Most CPU ``threads`` (a run's ``threads``, the ``--threads`` of every command): more than any
+machine this lab runs on has cores; ``torch.set_num_threads`` takes any count."""
+
+
 def configure_threads(threads: int) -> None:
     """Use ``threads`` CPU threads for PyTorch ops; 0 keeps PyTorch's default.
 
     Raises:
-        ValueError: a negative count.
+        ValueError: a negative count, or one above :data:`MAX_THREADS`.
     """
-    if threads < 0:
-        raise ValueError(f"threads={threads} is invalid; it must be >= 0 (0 = PyTorch default)")
+    if not 0 <= threads <= MAX_THREADS:
+        raise ValueError(
+            f"threads={threads} is invalid; it must be >= 0 (0 = PyTorch default) and "
+            f"<= {MAX_THREADS}"
+        )
     if threads:
         torch.set_num_threads(threads)
 

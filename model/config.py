@@ -11,6 +11,24 @@ RENAMED_KEYS = {
 }
 """Keys of ``model.*`` that moved into a scheme's options (old name -> new name under model)."""
 
+MAX_WIDTH = 2**14
+"""Largest ``d_model`` and ``d_ff`` (16,384: 256 times the default ablation's ``d_model``)."""
+
+MAX_LAYERS = 256
+"""Most ``n_layers``."""
+
+MAX_VOCAB = 2**16
+"""Most token ids (``vocab_size``, set by the task; tasks bound their own options below it)."""
+
+MAX_RANDOMIZED_POSITIONS = 2**16
+"""Largest ``randomized_positions`` ``L``: a training step draws a ``(B, L)`` random tensor, and
+Ruoss et al. 2023 use ``L`` = 2048 for sequences up to 500 tokens (65,536: 32 times that)."""
+
+MAX_PARAMETERS = 2**28
+"""Most parameters (about 268 million, counted by :meth:`ModelConfig.approx_parameters`):
+AdamW training holds 16 bytes per parameter in float32 (weights, gradients, two moments), so
+4 GiB at the bound, within a 24 GiB laptop with room for activations."""
+
 
 @dataclass
 class ModelConfig:
@@ -54,10 +72,20 @@ class ModelConfig:
         from model.position import scheme_class
         from model.position.options import build_options, options_dict
 
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff"):
+        highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
+        highest |= {"n_heads": MAX_WIDTH, "d_ff": MAX_WIDTH}
+        for name, high in highest.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"model.{name}={value!r} is invalid; it must be an integer >= 1")
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+                raise ValueError(
+                    f"model.{name}={value!r} is invalid; it must be an integer in [1, {high}]"
+                )
+        if self.approx_parameters() > MAX_PARAMETERS:
+            raise ValueError(
+                f"model.d_model={self.d_model}, n_layers={self.n_layers}, d_ff={self.d_ff} and "
+                f"vocab_size={self.vocab_size} make about {self.approx_parameters():,} "
+                f"parameters; the maximum is {MAX_PARAMETERS:,} (2**28)"
+            )
         cls = scheme_class(self.position)
         if self.d_model % self.n_heads:
             raise ValueError(
@@ -66,10 +94,11 @@ class ModelConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"model.dropout={self.dropout!r} is invalid; it must be in [0, 1)")
-        if self.randomized_positions < 0:
+        if not 0 <= self.randomized_positions <= MAX_RANDOMIZED_POSITIONS:
             raise ValueError(
-                f"model.randomized_positions={self.randomized_positions} is invalid; "
-                "it must be 0 (off) or the range L > 0 to sample positions from"
+                f"model.randomized_positions={self.randomized_positions} is invalid; it must be "
+                f"0 (off) or the range L to sample positions from, in [1, "
+                f"{MAX_RANDOMIZED_POSITIONS}]"
             )
         if not self.causal and not cls.bidirectional:
             raise ValueError(
@@ -114,6 +143,14 @@ class ModelConfig:
         if filled == section:
             return self
         return replace(self, options={**self.options, self.position: filled})
+
+    def approx_parameters(self) -> int:
+        """Parameters of the blocks and embeddings, without the scheme's own and the norms:
+        ``n_layers * (4 D^2 + 2 D d_ff) + V D`` (``2 V D`` untied); within 2% of the real count
+        at the default sizes (checked against :class:`model.Transformer` in the tests)."""
+        block = 4 * self.d_model**2 + 2 * self.d_model * self.d_ff
+        embeddings = (1 if self.tie_embeddings else 2) * self.vocab_size * self.d_model
+        return self.n_layers * block + embeddings
 
     @property
     def head_dim(self) -> int:

@@ -19,6 +19,7 @@ from lab.config import (
 )
 from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
+from model.position.options import options_dict
 
 SCHEMES = available_schemes()
 V = 16
@@ -102,7 +103,7 @@ def test_saved_config_holds_every_option(scheme):
     saved = config_to_dict(config)["model"]["options"][scheme]
     defaults = scheme_class(scheme).Options()
     tokens = sequence_tokens(config.data.build_task(), config.data.train_max_length)
-    expected = {f: getattr(defaults, f) for f in defaults.__dataclass_fields__}
+    expected = options_dict(defaults)  # its fields, not class constants such as maxima
     assert saved == scheme_class(scheme).with_training_context(expected, tokens)
     assert config_from_dict(config_to_dict(config)).model == config.model
 

@@ -160,7 +160,8 @@ def test_yarn_scales_every_layers_scores_by_the_attention_factor_squared(make_mo
     q = k = torch.ones(1, 4, 3, 8)
     scores = model.position.layer(0, q, k, model.position.prepare(None, 3))
     assert scores.scale == pytest.approx((0.1 * math.log(4) + 1) ** 2)
-    assert make_model("rope", options=rope_options(scaling="linear")).position.score_scale is None
+    linear = rope_options(scaling="linear", scaling_factor=2.0)
+    assert make_model("rope", options=linear).position.score_scale is None
 
 
 def test_linear_scaling_is_position_interpolation(make_model):
@@ -184,7 +185,7 @@ def test_run_config_fills_the_original_length_from_the_training_data():
     ("values", "message"),
     [
         ({"scaling": "pi"}, r"scaling='pi' is invalid; choose one of none, linear, ntk"),
-        ({"scaling_factor": 0.5}, r"scaling_factor=0.5 is invalid; it must be >= 1"),
+        ({"scaling_factor": 0.5}, r"scaling_factor=0.5 is invalid; it must be in \[1, 1024\]"),
         ({"high_freq_factor": 1.0}, r"high_freq_factor=1.0 is invalid; it must be > low_freq"),
     ],
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -76,11 +77,18 @@ class CopeOptions:
             ``npos_max - 1``.
     """
 
+    MAX_NPOS: ClassVar[int] = 4096
+    """Largest ``npos_max``: a contextual position never exceeds the sequence length, which the
+    lab caps at 4096 tokens (``lab.config.MAX_TOKENS``), so more vectors are never reached; an
+    evaluation batch builds ``(B, H, T, npos_max)`` dot products."""
+
     npos_max: int = 64
 
     def __post_init__(self) -> None:
-        if self.npos_max < 2:
-            raise ValueError(f"npos_max={self.npos_max} is invalid; it must be >= 2")
+        if not 2 <= self.npos_max <= self.MAX_NPOS:
+            raise ValueError(
+                f"npos_max={self.npos_max} is invalid; it must be in [2, {self.MAX_NPOS}]"
+            )
 
 
 @register("cope")

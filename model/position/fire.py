@@ -17,6 +17,7 @@ same values up to rounding; ``self.mlp`` holds the parameters, so checkpoints ar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -38,14 +39,20 @@ class FireOptions:
         eps: added to the normaliser.
     """
 
+    MAX_MLP_WIDTH: ClassVar[int] = 256
+    """Largest ``mlp_width`` (8 times the paper's 32): the hidden layer is evaluated on every
+    (query, key) pair of a window, ``mlp_width`` floats each."""
+
     mlp_width: int = 32
     init_c: float = 0.1
     init_L: float = 512.0
     eps: float = 1e-6
 
     def __post_init__(self) -> None:
-        if self.mlp_width < 1:
-            raise ValueError(f"mlp_width={self.mlp_width} is invalid; it must be >= 1")
+        if not 1 <= self.mlp_width <= self.MAX_MLP_WIDTH:
+            raise ValueError(
+                f"mlp_width={self.mlp_width} is invalid; it must be in [1, {self.MAX_MLP_WIDTH}]"
+            )
         for name in ("init_c", "init_L", "eps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be > 0")

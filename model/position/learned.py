@@ -1,6 +1,7 @@
 """Learned absolute positions (GPT-2, BERT): one trainable vector per position index."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor, nn
 
@@ -16,11 +17,18 @@ class LearnedOptions:
         max_positions: rows of the table: the longest usable sequence, in tokens.
     """
 
+    MAX_POSITIONS: ClassVar[int] = 2**16
+    """Most rows (65,536, as ``model.randomized_positions`` may draw): a table of ``(rows,
+    d_model)``; the lab's sequences have at most 4096 tokens (``lab.config.MAX_TOKENS``)."""
+
     max_positions: int = 1024
 
     def __post_init__(self) -> None:
-        if self.max_positions < 1:
-            raise ValueError(f"max_positions={self.max_positions} is invalid; it must be >= 1")
+        if not 1 <= self.max_positions <= self.MAX_POSITIONS:
+            raise ValueError(
+                f"max_positions={self.max_positions} is invalid; it must be in "
+                f"[1, {self.MAX_POSITIONS}]"
+            )
 
 
 @register("learned")

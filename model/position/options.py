@@ -32,7 +32,7 @@ def build_options(
     types = get_type_hints(cls)
     allowed = [f.name for f in fields(cls)]
     for key, value in values.items():
-        if key not in types:
+        if key not in allowed:  # a field, not a class constant such as a maximum
             names = ", ".join(allowed) if allowed else "none"
             raise ValueError(
                 f"{section}.{scheme}.{key} is not an option of {scheme!r}; its options: {names}"

@@ -10,6 +10,7 @@ GPT-NeoX ``rotary_pct``, x-transformers ``rotary_emb_dim``).
 """
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -128,14 +129,28 @@ class RopeOptions:
             down to an even count of at least 2 (GPT-NeoX ``rotary_pct``).
         scaling: context-extension rule: ``none``, ``linear`` (position interpolation),
             ``ntk``, ``dynamic``, ``yarn`` or ``llama3`` (HF ``rope_type``).
-        scaling_factor: the rule's factor ``s`` >= 1 (HF ``factor``).
+        scaling_factor: the rule's factor ``s`` (HF ``factor``), in [1, :attr:`MAX_FACTOR`];
+            above 1 for ``linear``, ``ntk``, ``yarn`` and ``llama3``, which at 1 are plain RoPE
+            under another name (HF accepts 1); ``dynamic`` at 1 still rescales past
+            ``original_max_position`` (its effective factor is ``T / L``), so it accepts 1.
         original_max_position: the context the model was trained at, in tokens (HF
             ``original_max_position_embeddings``); 0 in a run config means "the longest
             training sequence", filled in from ``data.*`` when the run's config is built.
-        beta_fast, beta_slow: YaRN's rotation counts bounding the ramp (paper: 32 and 1).
+        beta_fast, beta_slow: YaRN's rotation counts bounding the ramp (paper: 32 and 1);
+            ``beta_fast > beta_slow > 0`` (HF only warns on ``beta_fast < beta_slow``, which
+            inverts the ramp).
         attention_factor: YaRN's factor on cos and sin; 0 means the paper's ``0.1 ln s + 1``.
-        low_freq_factor, high_freq_factor: Llama 3's wavelength bounds (Meta: 1 and 4).
+        low_freq_factor, high_freq_factor: Llama 3's wavelength bounds (Meta: 1 and 4);
+            ``high_freq_factor > low_freq_factor > 0`` (the rule divides by both).
     """
+
+    MAX_FACTOR: ClassVar[float] = 1024.0
+    """Largest ``scaling_factor``: 8 times YaRN's largest published factor (128)."""
+    MAX_ORIGINAL: ClassVar[int] = 2**16
+    """Largest ``original_max_position`` (65,536 tokens: 16 times the lab's longest sequence,
+    ``lab.config.MAX_TOKENS``)."""
+    NO_OP_AT_ONE: ClassVar[frozenset[str]] = frozenset({"linear", "ntk", "yarn", "llama3"})
+    """Rules that are plain RoPE at ``scaling_factor`` 1."""
 
     theta: float = 10000.0
     rotary_fraction: float = 1.0
@@ -160,21 +175,43 @@ class RopeOptions:
             raise ValueError(
                 f"scaling={self.scaling!r} is invalid; choose one of {', '.join(rules)}"
             )
-        for name in ("scaling_factor",):
-            if not getattr(self, name) >= 1:
-                raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be >= 1")
-        if self.original_max_position < 0:
+        self.check_factor()
+        if not 0 <= self.original_max_position <= self.MAX_ORIGINAL:
             raise ValueError(
-                f"original_max_position={self.original_max_position} is invalid; it must be >= 0 "
-                "(0: the longest training sequence)"
+                f"original_max_position={self.original_max_position} is invalid; it must be in "
+                f"[0, {self.MAX_ORIGINAL}] (0: the longest training sequence)"
             )
-        for name in ("beta_fast", "beta_slow", "attention_factor", "low_freq_factor"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be >= 0")
+        if self.attention_factor < 0:
+            raise ValueError(
+                f"attention_factor={self.attention_factor!r} is invalid; it must be >= 0 "
+                "(0: YaRN's 0.1 ln s + 1)"
+            )
+        for name in ("beta_slow", "low_freq_factor"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} is invalid; it must be > 0")
+        if not self.beta_fast > self.beta_slow:
+            raise ValueError(
+                f"beta_fast={self.beta_fast!r} is invalid; it must be > beta_slow="
+                f"{self.beta_slow!r} (YaRN's ramp runs from beta_slow to beta_fast rotations)"
+            )
         if not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
                 f"high_freq_factor={self.high_freq_factor!r} is invalid; it must be > "
                 f"low_freq_factor={self.low_freq_factor!r}"
+            )
+
+    def check_factor(self) -> None:
+        """Raise ValueError (one line) unless ``scaling_factor`` fits ``scaling`` (see the
+        class docstring)."""
+        factor = self.scaling_factor
+        if not 1 <= factor <= self.MAX_FACTOR:
+            raise ValueError(
+                f"scaling_factor={factor!r} is invalid; it must be in [1, {self.MAX_FACTOR:g}]"
+            )
+        if self.scaling in self.NO_OP_AT_ONE and factor == 1:
+            raise ValueError(
+                f"scaling_factor={factor!r} is invalid for scaling={self.scaling!r}; it must be "
+                f"> 1 (at 1 it is plain RoPE: use scaling=none), e.g. scaling_factor=4"
             )
 
     def rope_parameters(self) -> dict | None:

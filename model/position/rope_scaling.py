@@ -93,8 +93,9 @@ def rope_inv_freq(
         every rule but ``yarn``).
 
     Raises:
-        ValueError: an unknown ``rope_type`` (the message lists the rules), a factor < 1, or a
-            missing or non-positive ``original_max_position_embeddings`` where the rule needs it.
+        ValueError: an unknown ``rope_type`` (the message lists the rules), a factor < 1, a
+            missing or non-positive ``original_max_position_embeddings`` where the rule needs it,
+            or YaRN's ``beta_fast <= beta_slow`` (Hugging Face only warns: an inverted ramp).
     """
     omega = base_frequencies(head_dim, theta)
     scaling = dict(scaling or {})
@@ -112,6 +113,12 @@ def rope_inv_freq(
         raise ValueError(
             f"rope scaling {kind!r} needs original_max_position_embeddings > 0 (the training "
             f"context in tokens), got {original!r}"
+        )
+    fast, slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1  # as _yarn
+    if kind == "yarn" and not fast > slow:
+        raise ValueError(
+            f"rope scaling yarn needs beta_fast > beta_slow (its ramp runs from beta_slow to "
+            f"beta_fast rotations), got beta_fast={fast!r}, beta_slow={slow!r}"
         )
     inv_freq, attention_factor = _RULES[kind](omega, theta, scaling, seq_len)
     return inv_freq.float(), float(attention_factor)

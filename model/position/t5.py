@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -69,13 +70,25 @@ class T5Options:
         per_layer: a table per layer instead of one shared by all layers (T5 shares).
     """
 
+    MAX_BUCKETS: ClassVar[int] = 1024
+    """Most ``num_buckets`` (32 times T5's 32): a ``(num_buckets, n_heads)`` table per layer."""
+    MAX_DISTANCE: ClassVar[int] = 2**16
+    """Largest ``max_distance``: offsets past the lab's 4096 tokens (``lab.config.MAX_TOKENS``)
+    never occur, so 65,536 is 16 times more than any run can use."""
+
     num_buckets: int = 32
     max_distance: int = 128
     per_layer: bool = False
 
     def __post_init__(self) -> None:
-        if self.num_buckets < 4:
-            raise ValueError(f"num_buckets={self.num_buckets} is invalid; it must be >= 4")
+        if not 4 <= self.num_buckets <= self.MAX_BUCKETS:
+            raise ValueError(
+                f"num_buckets={self.num_buckets} is invalid; it must be in [4, {self.MAX_BUCKETS}]"
+            )
+        if self.max_distance > self.MAX_DISTANCE:
+            raise ValueError(
+                f"max_distance={self.max_distance} is invalid; it must be <= {self.MAX_DISTANCE}"
+            )
         if self.max_distance <= self.num_buckets // 2:
             raise ValueError(
                 f"max_distance={self.max_distance} is invalid; it must exceed num_buckets / 2 "
