@@ -158,7 +158,7 @@ def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list]:
     config, model, _ = load_run(run_dir, torch.device("cpu"))
     scheme = model.position
     row = measure(scheme, make_probe(config.model), span, config.data.train_max_length, None)
-    evaluation = load_evaluation(run_dir)  # None when missing, damaged, inconsistent, stale or another checkpoint's
+    evaluation = load_evaluation(run_dir)  # None unless current and of this very checkpoint
     at_2x = evaluation["summary"]["at"].get("2x") if evaluation else None
     return replace(row, scheme=f"{row.scheme} (trained)", exact_match_2x=at_2x), config, model
 
