@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.checkpoint import FIELDS, load_checkpoint
+from lab.checkpoint import FIELDS, checkpoint_digest, checkpoint_path, load_checkpoint
 from lab.config import (
     MAX_BATCH_TOKENS,
     MAX_EVAL_LENGTHS,
@@ -469,6 +469,9 @@ def test_an_inconsistent_evaluation_names_its_problem(evaluation, change, proble
 def test_an_inconsistent_eval_json_is_re_evaluated_with_one_warning(
     evaluation, change, problem, tmp_path, capsys
 ):
+    checkpoint_path(tmp_path).write_bytes(b"weights")  # load_evaluation wants its digest
+    evaluation = copy.deepcopy(evaluation)
+    evaluation["checkpoint"] = {"run": "run", "step": 1, "sha256": checkpoint_digest(tmp_path)}
     write_eval_json(evaluation, tmp_path)
     assert load_evaluation(tmp_path) == json.loads((tmp_path / EVAL_NAME).read_text())
     assert capsys.readouterr().err == ""
@@ -494,6 +497,8 @@ def test_the_property_report_reads_a_trained_runs_eval_json_through_the_same_che
     config = load_config(None, ["data.task=copy", "data.train_max_length=6", *TINY])
     weights = Transformer(config.model).state_dict()
     torch.save({"model": weights, "config": config_to_dict(config)}, tmp_path / "checkpoint.pt")
+    evaluation = copy.deepcopy(evaluation)
+    evaluation["checkpoint"] = {"run": "run", "step": 1, "sha256": checkpoint_digest(tmp_path)}
     write_eval_json(evaluation, tmp_path)
     assert run_rows(tmp_path, 16)[0].exact_match_2x == evaluation["summary"]["at"]["2x"]
     write_eval_json(broken(evaluation, _swap), tmp_path)
