@@ -5,6 +5,8 @@ Models are tiny (vocab 16, d_model 32, 2 layers, 4 heads), float32 and seeded; t
 assert "the output changes" use unit-scale weights (``strong=True``, see ``conftest.py``).
 """
 
+import statistics
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -160,8 +162,14 @@ def test_forward_backward_finite(make_model, scheme):
 
 OVERFIT_STEPS = 300
 OVERFIT_BOUND = 0.1
-# Measured final losses after 300 steps (torch 2.13 CPU): none 0.022, learned 0.0052,
-# sinusoidal 0.0031, rope 0.021, alibi 0.021; the bound leaves a margin of about 5x.
+OVERFIT_TAIL = 50
+# Adam at a fixed lr near zero loss has transient spikes (its second-moment estimates shrink,
+# so one unlucky step overshoots), and when they come depends on rounding: on an Intel Xeon
+# (AVX-512 kernels) rope's last step was a spike at 0.2033 (0.57 three steps before), on AMD
+# and with ATEN_CPU_CAPABILITY=avx2 or default 0.021. The test asserts the median of the last
+# 50 losses, which up to 24 spike steps cannot move: measured (torch 2.13 CPU, Intel, all
+# three capabilities) learned 0.0060, sinusoidal 0.021-0.023, every other scheme 0.022-0.023;
+# the bound leaves a margin of over 4x.
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -182,7 +190,8 @@ def test_overfits_one_batch(make_model, scheme):
         optimizer.step()
         losses.append(loss.item())
     assert losses[0] > 2.0  # starts near ln(16) = 2.77
-    assert losses[-1] < OVERFIT_BOUND, f"{scheme}: final loss {losses[-1]:.4f}"
+    tail = statistics.median(losses[-OVERFIT_TAIL:])
+    assert tail < OVERFIT_BOUND, f"{scheme}: median of the last {OVERFIT_TAIL} losses {tail:.4f}"
 
 
 # ---------------------------------------------------------------------------------------------
