@@ -56,9 +56,22 @@ by ``eval.py``, :func:`lab.report.write_tensorboard`), each with its description
 
 
 def periodic_lengths(config: Config) -> dict[str, list[int]]:
-    """Lengths of the periodic evaluation: the training range's ends and middle, 2x and 4x."""
+    """Lengths of the periodic evaluation: EVERY training length (``train_min_length`` to
+    ``train_max_length``, both included), 2x and 4x the longest.
+
+    Every training length is validated because early stopping reads the minimum over them
+    (:func:`periodic_eval`): a run must know each length it was trained on, not their mean.
+    """
     low, high = config.data.train_min_length, config.data.train_max_length
-    return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
+    return {"in_dist": list(range(low, high + 1)), "2x": [2 * high], "4x": [4 * high]}
+
+
+def reached_target(evals: dict[str, float], target: float | None) -> bool:
+    """Whether a periodic evaluation meets ``train.target_accuracy``: the MINIMUM exact-match
+    over the training lengths (``evals["in_dist_min"]``) must reach ``target``, so a run never
+    stops on a mean that one weak length hides; None (no target) is never reached.
+    """
+    return target is not None and "in_dist_min" in evals and evals["in_dist_min"] >= target
 
 
 def periodic_eval(
@@ -75,8 +88,10 @@ def periodic_eval(
     a sequence of the evaluation set), so early stopping does not read the test data.
 
     Returns:
-        ``{"in_dist", "2x", "4x"}`` -> exact-match (lengths a scheme cannot encode left out), or
-        None when ``should_stop()`` turned true between batches: a stop signal never waits for
+        ``{"in_dist", "in_dist_min", "2x", "4x"}`` -> exact-match (fractions in [0, 1]):
+        ``in_dist`` is the mean and ``in_dist_min`` the minimum over every training length
+        (what early stopping reads, :func:`reached_target`); 2x and 4x are left out where the
+        scheme cannot encode them. None when ``should_stop()`` turned true between batches: a stop signal never waits for
         a whole evaluation, and nothing of the unfinished one is logged.
     """
     scores = {}
@@ -100,6 +115,9 @@ def periodic_eval(
         writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
         writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
         writer.add_scalar(f"compare/{task.name}/exact_match_{name}", summary[name], step)
+        if name == "in_dist":
+            summary["in_dist_min"] = min(r.exact_match for r in results)
+            writer.add_scalar("eval/exact_match_in_dist_min", summary["in_dist_min"], step)
     lengths = periodic_lengths(config)["in_dist"]
     loss = sum(
         validation_loss(model, validation(task, config, n), config.eval.batch_tokens)

@@ -31,7 +31,13 @@ from lab.config import Config, ConfigError, config_to_dict, save_config
 from lab.distributed import Group, join_group
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
-from lab.run_logs import periodic_eval, write_hparams, write_layout, write_samples
+from lab.run_logs import (
+    periodic_eval,
+    reached_target,
+    write_hparams,
+    write_layout,
+    write_samples,
+)
 from lab.runlock import run_lock
 from lab.runtime import (
     Interrupt,
@@ -77,7 +83,11 @@ class TrainResult:
         step: optimizer steps taken.
         finished: the step budget or the accuracy target was reached.
         final_loss: training loss of the last step.
-        eval: latest periodic evaluation, ``{"in_dist": ..., "2x": ..., "4x": ...}`` exact-match.
+        eval: latest periodic evaluation, ``{"in_dist", "in_dist_min", "2x", "4x"}`` ->
+            exact-match (:func:`lab.run_logs.periodic_eval`).
+        reached_target: the latest periodic evaluation met ``train.target_accuracy`` (its
+            minimum over the training lengths, :func:`lab.run_logs.reached_target`); False for
+            a run that ended at its step cap below the target, or has no target.
         seconds: wall time of this invocation.
         losses: training loss of every step taken in this invocation.
     """
@@ -87,6 +97,7 @@ class TrainResult:
     finished: bool
     final_loss: float
     eval: dict[str, float] = field(default_factory=dict)
+    reached_target: bool = False
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
 
@@ -146,6 +157,7 @@ class Run:
                 "finished": r.finished,
                 "final_loss": r.final_loss,
                 "eval": r.eval,
+                "reached_target": r.reached_target,
                 "history": self.history,
             },
             checkpoint_path(self.config.run_dir),
@@ -368,8 +380,8 @@ def run_loop(
                 if evals is None:  # a stop arrived during the evaluation: every rank stops now
                     raise KeyboardInterrupt
                 r.eval = evals
-                target = t.target_accuracy
-                if run.step == t.steps or (target is not None and r.eval["in_dist"] >= target):
+                r.reached_target = reached_target(evals, t.target_accuracy)
+                if run.step == t.steps or r.reached_target:
                     r.finished = True
                     break
                 if writer is not None:  # samples at every evaluation; the last ones below
