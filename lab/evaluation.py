@@ -29,6 +29,7 @@ from lab.config import (
     config_to_dict,
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
+from lab.learned import LEARNED
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import EVAL_NAME, SCHEMA, SCHEMA_VERSION, write_eval_json, write_tensorboard
 from lab.runtime import resolve_device
@@ -146,10 +147,6 @@ def evaluation_lengths(
     return grid, sorted({*grid, *multiple_lengths(high, eval_config.max_length_factor).values()})
 
 
-LEARNED = 0.95
-"""In-distribution exact-match below which a run is flagged as not having learned its task."""
-
-
 def summarize(
     results: list[LengthResult], grid: list[int], train_min: int, train_max: int, factor: float
 ) -> dict[str, Any]:
@@ -258,8 +255,19 @@ def evaluate_model(
             "probe_samples": e.probe_samples,
         },
         "train_steps": None,
+        "reached_target": None,
         "eval_seconds": time.perf_counter() - started,
     }
+
+
+def training_reached_target(config: Config, state: dict[str, Any]) -> bool | None:
+    """Whether the checkpoint's training met ``train.target_accuracy`` at its last periodic
+    evaluation (:func:`lab.run_logs.reached_target`); None when the run has no target, or its
+    checkpoint predates the record (written by a version whose early stopping read fewer
+    lengths, so it says nothing either way)."""
+    if config.train.target_accuracy is None or "reached_target" not in state:
+        return None
+    return state["reached_target"] is True
 
 
 def evaluate_run(
@@ -297,6 +305,12 @@ def evaluate_run(
         )
     result["run_dir"] = str(run_dir)
     result["train_steps"] = state.get("step")
+    result["reached_target"] = training_reached_target(config, state)
+    if result["reached_target"] is False and state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"not learned: training ended at step {state.get('step')} of {config.train.steps} "
+            f"below train.target_accuracy={config.train.target_accuracy} at some training length"
+        )
     result["eval_seconds"] = time.perf_counter() - started
     destination = run_dir if write_to is None else write_to
     write_eval_json(result, destination)

@@ -2,7 +2,10 @@
 
 Every finding names the paper's claim, the measured numbers that decide it, and a verdict:
 ``agrees``, ``disagrees``, ``mixed`` or ``not measured`` (a needed run is missing). Nothing here
-is a fixed conclusion: change the runs and the verdicts follow.
+is a fixed conclusion: change the runs and the verdicts follow. Runs that did not learn their
+task (:mod:`lab.learned`) are left out, and a first line counts them. A test is significant when
+its exact McNemar p < 0.05 AND the difference has the same sign in every seed
+(:attr:`lab.stats.Comparison.significant`); a line says which of the two a small p missed.
 
 - Press et al. 2022 ("Train Short, Test Long"): ALiBi extrapolates where absolute encodings do
   not. Decided on ``copy`` at 1.25x: ALiBi's mean against the mean of ``learned`` and
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.aggregate import comparison, groups, pair_values
-from lab.evaluation import LEARNED
+from lab.aggregate import comparison, groups, pair_values, significance_words
+from lab.learned import LEARNED, learned_only, left_out_count
 
 Result = dict[str, Any]
 FAILS = 0.10
@@ -57,8 +60,7 @@ def _test(results: list[Result], task: str, a: str, b: str, where: str) -> str:
     c = comparison(results, task, a, b, where)
     if c is None:
         return f"{a} vs {b}: not measured"
-    verdict = "significant" if c.significant else "not significant"
-    return f"{a} vs {b}: {100 * c.difference:+.1f} points, McNemar p={c.p_value:.1e}, {verdict}"
+    return f"{a} vs {b}: {100 * c.difference:+.1f} points, McNemar {significance_words(c)}"
 
 
 def press(results: list[Result]) -> str:
@@ -119,8 +121,7 @@ def kazemnejad(results: list[Result]) -> list[str]:
             losses += c.significant and c.difference < 0
             parts.append(
                 f"{task}: none {_pct(_mean(results, task, 'none', '1.5x'))} vs {other} "
-                f"{_pct(_mean(results, task, other, '1.5x'))} "
-                f"({'significant' if c.significant else 'not significant'}, p={c.p_value:.1e})"
+                f"{_pct(_mean(results, task, other, '1.5x'))} ({significance_words(c)})"
             )
     if not parts:
         return [
@@ -152,8 +153,9 @@ def haviv(results: list[Result]) -> str:
 
 
 def findings(results: list[Result]) -> list[str]:
-    """The findings as Markdown list items (``'- ...'``), in the order above."""
-    return [
-        f"- {line}"
-        for line in (press(results), ruoss(results), *kazemnejad(results), haviv(results))
-    ]
+    """The findings as Markdown list items (``'- ...'``), in the order above, decided on the
+    learned runs only (:mod:`lab.learned`); a first item counts the runs left out and why."""
+    left_out = left_out_count(results)
+    results = learned_only(results)
+    lines = (press(results), ruoss(results), *kazemnejad(results), haviv(results))
+    return [f"- {line}" for line in ([left_out] if left_out else []) + list(lines)]

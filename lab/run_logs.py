@@ -91,8 +91,9 @@ def periodic_eval(
         ``{"in_dist", "in_dist_min", "2x", "4x"}`` -> exact-match (fractions in [0, 1]):
         ``in_dist`` is the mean and ``in_dist_min`` the minimum over every training length
         (what early stopping reads, :func:`reached_target`); 2x and 4x are left out where the
-        scheme cannot encode them. None when ``should_stop()`` turned true between batches: a stop signal never waits for
-        a whole evaluation, and nothing of the unfinished one is logged.
+        scheme cannot encode them. None when ``should_stop()`` turned true between batches:
+        a stop signal never waits for a whole evaluation, and nothing of the unfinished one
+        is logged.
     """
     scores = {}
     try:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from data import Batch
+from data import Batch, Task
 from lab.batches import training_batch
 from lab.checkpoint import (
     checkpoint_path,
@@ -114,6 +114,8 @@ class Run:
         history: one entry per resume that changed settings, ``{"step", "changed"}``.
         result: what the run reports so far.
         group: the ranks training this model (one process without ``torchrun``).
+        eval_pending: the periodic evaluation of ``step`` was stopped before it finished;
+            saved in the checkpoint, and redone first on resume (:func:`periodic_check`).
     """
 
     config: Config
@@ -125,6 +127,7 @@ class Run:
     history: list[dict[str, Any]] = field(default_factory=list)
     result: TrainResult | None = None
     group: Group = field(default_factory=Group)
+    eval_pending: bool = False
 
     def save(self) -> None:
         """Write the checkpoint of the current step (rank 0 writes; every rank calls it, and
@@ -158,6 +161,7 @@ class Run:
                 "final_loss": r.final_loss,
                 "eval": r.eval,
                 "reached_target": r.reached_target,
+                "eval_pending": self.eval_pending,
                 "history": self.history,
             },
             checkpoint_path(self.config.run_dir),
@@ -325,7 +329,13 @@ def run_loop(
         return interrupt.requested or (should_stop is not None and should_stop())
 
     try:
-        while run.step < t.steps:
+        done = False
+        if run.eval_pending:  # the saved step's evaluation was stopped: redo it first
+            done = periodic_check(run, task, writer, stop_asked)
+            if not done:  # record that it is done (a finished run is saved below)
+                with interrupt.shield():
+                    run.save()
+        while run.step < t.steps and not done:
             if group.any(stop_asked()):
                 raise KeyboardInterrupt
             tick = time.perf_counter()
@@ -372,20 +382,9 @@ def run_loop(
                 for name, value in scalars.items():
                     if writer is not None:
                         writer.add_scalar(f"train/{name}", value, run.step)
-            if run.step % t.eval_every == 0 or run.step == t.steps:
-                evals = None
-                if group.is_main:  # the other ranks wait for its result
-                    evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
-                evals = group.from_main(evals)
-                if evals is None:  # a stop arrived during the evaluation: every rank stops now
-                    raise KeyboardInterrupt
-                r.eval = evals
-                r.reached_target = reached_target(evals, t.target_accuracy)
-                if run.step == t.steps or r.reached_target:
-                    r.finished = True
-                    break
-                if writer is not None:  # samples at every evaluation; the last ones below
-                    write_samples(run.model, task, config, writer, run.step)
+            due = run.step % t.eval_every == 0 or run.step == t.steps
+            if due and periodic_check(run, task, writer, stop_asked):
+                break
             if run.step % t.checkpoint_every == 0:
                 with interrupt.shield():
                     run.save()
@@ -402,6 +401,38 @@ def run_loop(
         bar.close()
         if writer is not None:
             writer.close()
+
+
+def periodic_check(
+    run: Run, task: Task, writer: SummaryWriter | None, stop_asked: Callable[[], bool]
+) -> bool:
+    """The periodic evaluation of ``run.step`` and its early-stopping test; True when the run
+    is done (the target is reached, :func:`lab.run_logs.reached_target`, or the budget ends).
+
+    A stop during the evaluation marks it pending (``run.eval_pending``, saved in the
+    checkpoint) and raises: ``--resume`` redoes it first (:func:`run_loop`), with its
+    TensorBoard point and samples, so the resumed run stops where the uninterrupted one does.
+
+    Raises:
+        KeyboardInterrupt: a stop arrived during the evaluation (on any rank's word).
+    """
+    config, r, group = run.config, run.result, run.group
+    evals = None
+    if group.is_main:  # the other ranks wait for its result
+        evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
+    evals = group.from_main(evals)
+    if evals is None:  # a stop arrived during the evaluation: every rank stops now
+        run.eval_pending = True
+        raise KeyboardInterrupt
+    run.eval_pending = False
+    r.eval = evals
+    r.reached_target = reached_target(evals, config.train.target_accuracy)
+    if run.step >= config.train.steps or r.reached_target:
+        r.finished = True
+        return True
+    if writer is not None:  # samples at every evaluation; the last ones after the loop
+        write_samples(run.model, task, config, writer, run.step)
+    return False
 
 
 def stopped(run: Run, interrupt: Interrupt, in_step: bool) -> TrainingInterrupted:
