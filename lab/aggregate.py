@@ -81,16 +81,17 @@ def pair_values(runs: list[Result], where: str) -> list[float | None]:
 
 def left_out_line(results: list[Result], out_dir: str | Path | None = None) -> str | None:
     """One line naming the runs left out of the tables' means, the significance tests and the
-    findings as not learned (:func:`lab.learned.not_learned_reason`), with the reason of each;
-    None when every run learned."""
+    findings on extrapolation as not learned (:func:`lab.learned.not_learned_reason`), with
+    the reason of each; None when every run learned."""
     left = [(run_label(r, out_dir), not_learned_reason(r)) for r in ordered(results)]
     left = [(label, reason) for label, reason in left if reason is not None]
     if not left:
         return None
     named = "; ".join(f"{label}: {reason}" for label, reason in left)
     return (
-        f"Left out as not learned: {len(left)} of {len(results)} runs ({named}). Tables' means, "
-        "significance tests and findings use the other runs; the Runs table marks these."
+        f"Left out as not learned: {len(left)} of {len(results)} runs ({named}). The tables' "
+        "means, the significance tests and the findings on extrapolation use the other runs; "
+        "the Runs table and the figures mark these."
     )
 
 

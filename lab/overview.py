@@ -51,8 +51,8 @@ EXPLANATION = (
     "p < 0.05); a small p without the same sign is reported as not significant, with the "
     "per-seed differences. Learned: training reached train.target_accuracy at every training "
     f"length and the test set's in-distribution exact-match is >= {LEARNED:.0%}; seeds counts "
-    "the learned runs, which alone enter the means, tests and findings ('not learned' counts "
-    f"the others). {DASH}: not applicable or unsupported."
+    "the learned runs, which alone enter the means, tests and findings on extrapolation ('not "
+    f"learned' counts the others). {DASH}: not applicable or unsupported."
 )
 
 
