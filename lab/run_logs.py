@@ -66,6 +66,14 @@ def periodic_lengths(config: Config) -> dict[str, list[int]]:
     return {"in_dist": list(range(low, high + 1)), "2x": [2 * high], "4x": [4 * high]}
 
 
+def loss_lengths(config: Config) -> list[int]:
+    """Lengths of the periodic validation loss: the training range's ends and middle (a
+    logged curve, not a stopping criterion: three lengths keep its cost, about a third of an
+    evaluation of every length, and its values as they were)."""
+    low, high = config.data.train_min_length, config.data.train_max_length
+    return sorted({low, (low + high) // 2, high})
+
+
 def reached_target(evals: dict[str, float], target: float | None) -> bool:
     """Whether a periodic evaluation meets ``train.target_accuracy``: the MINIMUM exact-match
     over the training lengths (``evals["in_dist_min"]``) must reach ``target``, so a run never
@@ -119,7 +127,7 @@ def periodic_eval(
         if name == "in_dist":
             summary["in_dist_min"] = min(r.exact_match for r in results)
             writer.add_scalar("eval/exact_match_in_dist_min", summary["in_dist_min"], step)
-    lengths = periodic_lengths(config)["in_dist"]
+    lengths = loss_lengths(config)
     loss = sum(
         validation_loss(model, validation(task, config, n), config.eval.batch_tokens)
         for n in lengths

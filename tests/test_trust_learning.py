@@ -35,7 +35,7 @@ from lab.learned import LEARNED, left_out_count, not_learned_reason
 from lab.overview import markdown_report
 from lab.report import csv_rows, plot_accuracy_vs_length, summary_table
 from lab.resume import resume_config
-from lab.run_logs import periodic_lengths, reached_target
+from lab.run_logs import loss_lengths, periodic_lengths, reached_target
 from lab.stats import compare
 from lab.sweep_figures import learning_speed_figure, order_sensitivity_figure
 from lab.trainer import TrainingInterrupted, train
@@ -48,6 +48,7 @@ from lab.trainer import TrainingInterrupted, train
 def test_periodic_lengths_cover_every_training_length() -> None:
     copy = load_config(None, ["data.task=copy"])  # copy's training lengths: 2..10
     assert periodic_lengths(copy) == {"in_dist": list(range(2, 11)), "2x": [20], "4x": [40]}
+    assert loss_lengths(copy) == [2, 6, 10]  # the logged loss keeps its three lengths
     svo = load_config(None, ["data.task=svo", "data.train_max_length=7"])  # 3..7
     assert periodic_lengths(svo)["in_dist"] == [3, 4, 5, 6, 7]
 
