@@ -174,17 +174,18 @@ def significance_lines(results: list[Result], task: str) -> list[str]:
 
 
 def significance_words(c: Comparison) -> str:
-    """``c``'s verdict in words, with the reason when a small p-value is not significant:
-    ``"significant, p=1.3e-03"``; ``"not significant, p=0.21 (needs p < 0.05)"``; or
-    ``"not significant: p=3.6e-04 < 0.05, but the difference is not of one sign in every seed
-    (per seed: +4.7, -0.8, +1.2 points)"`` (the rule of :attr:`lab.stats.Comparison.significant`).
+    """``c``'s p-value and verdict in words, with the reason when it is not significant (the
+    rule of :attr:`lab.stats.Comparison.significant`): ``"p=1.3e-03, significant"``;
+    ``"p=0.21, not significant (needs p < 0.05)"``; or ``"p=3.6e-04, not significant: below
+    0.05, but the difference is not of one sign in every seed (per seed +4.7, -0.8, +1.2
+    points)"``.
     """
     if c.significant:
-        return f"significant, p={c.p_value:.1e}"
+        return f"p={c.p_value:.1e}, significant"
     if c.p_value >= ALPHA:
-        return f"not significant, p={c.p_value:.1e} (needs p < {ALPHA})"
+        return f"p={c.p_value:.1e}, not significant (needs p < {ALPHA})"
     per_seed = ", ".join(f"{100 * d:+.1f}" for d in c.seed_differences)
     return (
-        f"not significant: p={c.p_value:.1e} < {ALPHA}, but the difference is not of one sign "
-        f"in every seed (per seed: {per_seed} points)"
+        f"p={c.p_value:.1e}, not significant: below {ALPHA}, but the difference is not of one "
+        f"sign in every seed (per seed {per_seed} points)"
     )

@@ -125,7 +125,7 @@ def kazemnejad(results: list[Result]) -> str:
             losses += c.significant and c.difference < 0
             parts.append(
                 f"{task}: none {_pct(_mean(results, task, 'none', '1.5x'))} vs {other} "
-                f"{_pct(_mean(results, task, other, '1.5x'))} ({significance_words(c)})"
+                f"{_pct(_mean(results, task, other, '1.5x'))}, {significance_words(c)}"
             )
     if not parts:
         return "Kazemnejad et al. 2023 (NoPE extrapolates as well as RoPE/ALiBi): not measured"

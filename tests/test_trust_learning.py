@@ -283,10 +283,10 @@ def test_a_small_p_without_one_sign_in_every_seed_says_why() -> None:
     assert c.p_value < 0.05 and not c.significant
     assert c.seed_differences == pytest.approx((0.30, -0.02, 0.0))
     assert significance_words(c) == (
-        f"not significant: p={c.p_value:.1e} < 0.05, but the difference is not of one sign in "
-        "every seed (per seed: +30.0, -2.0, +0.0 points)"
+        f"p={c.p_value:.1e}, not significant: below 0.05, but the difference is not of one sign "
+        "in every seed (per seed +30.0, -2.0, +0.0 points)"
     )
     same = compare({0: "1" * 40 + "0" * 60}, {0: "1" * 10 + "0" * 90})
-    assert significance_words(same) == f"significant, p={same.p_value:.1e}"
+    assert significance_words(same) == f"p={same.p_value:.1e}, significant"
     weak = compare({0: "10"}, {0: "01"})
-    assert significance_words(weak) == "not significant, p=1.0e+00 (needs p < 0.05)"
+    assert significance_words(weak) == "p=1.0e+00, not significant (needs p < 0.05)"
