@@ -218,6 +218,9 @@ def train(
     finishes the current step, saves a checkpoint and raises :class:`TrainingInterrupted`. Saves
     and the final writes of a finished run complete even if a second signal arrives; a second
     signal in the middle of a step stops at once, without saving (the last checkpoint stays).
+    A stop during a periodic evaluation saves its step with the evaluation marked pending, and
+    ``resume`` redoes it before the next step (its TensorBoard point, samples and early-stopping
+    test), so a resumed run stops at the step and with the weights of an uninterrupted one.
 
     Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
     and on interruption) and TensorBoard events into the run folder. Events of steps after the
