@@ -196,8 +196,9 @@ class TrainConfig:
         weight_decay: AdamW decoupled weight decay on matrices (not on norms and biases).
         beta1, beta2: AdamW moment coefficients.
         grad_clip: clip the global gradient norm to this value (0 disables).
-        target_accuracy: stop early once the in-distribution exact-match of a periodic
-            evaluation reaches this value (``null`` trains the whole budget).
+        target_accuracy: stop early once a periodic evaluation's exact-match reaches this
+            value at EVERY training length (the minimum over them; ``null`` trains the whole
+            budget). A run that ends at its budget below it is marked not learned.
         eval_every: steps between periodic evaluations (also at the end).
         eval_samples: sequences per length in periodic evaluations.
         checkpoint_every: steps between checkpoints (also at the end and on Ctrl-C).

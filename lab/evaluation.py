@@ -38,6 +38,7 @@ from lab.config import (
 )
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.files import linked_below, safe_folder
+from lab.learned import LEARNED
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import (
     EVAL_NAME,
@@ -180,10 +181,6 @@ def evaluation_lengths(
     return grid, sorted({*grid, *multiple_lengths(high, eval_config.max_length_factor).values()})
 
 
-LEARNED = 0.95
-"""In-distribution exact-match below which a run is flagged as not having learned its task."""
-
-
 def summarize(
     results: list[LengthResult], grid: list[int], train_min: int, train_max: int, factor: float
 ) -> dict[str, Any]:
@@ -292,9 +289,20 @@ def evaluate_model(
             "probe_samples": e.probe_samples,
         },
         "train_steps": None,
+        "reached_target": None,
         "eval_seconds": time.perf_counter() - started,
         "checkpoint": None,
     }
+
+
+def training_reached_target(config: Config, state: dict[str, Any]) -> bool | None:
+    """Whether the checkpoint's training met ``train.target_accuracy`` at its last periodic
+    evaluation (:func:`lab.run_logs.reached_target`); None when the run has no target, or its
+    checkpoint predates the record (written by a version whose early stopping read fewer
+    lengths, so it says nothing either way)."""
+    if config.train.target_accuracy is None or "reached_target" not in state:
+        return None
+    return state["reached_target"] is True
 
 
 def evaluate_run(
@@ -350,6 +358,12 @@ def evaluate_run(
         )
     result["run_dir"] = str(run_dir)
     result["train_steps"] = state.get("step")
+    result["reached_target"] = training_reached_target(config, state)
+    if result["reached_target"] is False and state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"not learned: training ended at step {state.get('step')} of {config.train.steps} "
+            f"below train.target_accuracy={config.train.target_accuracy} at some training length"
+        )
     result["eval_seconds"] = time.perf_counter() - started
     step = state.get("step")
     result["checkpoint"] = {

@@ -2,7 +2,11 @@
 
 Every finding names the paper's claim, the measured numbers that decide it, and a verdict:
 ``agrees``, ``disagrees``, ``mixed`` or ``not measured`` (a needed run is missing). Nothing here
-is a fixed conclusion: change the runs and the verdicts follow.
+is a fixed conclusion: change the runs and the verdicts follow. Runs that did not learn their
+task (:mod:`lab.learned`) are left out of the findings on extrapolation, and a first line counts
+them. A test is significant when
+its exact McNemar p < 0.05 AND the difference has the same sign in every seed
+(:attr:`lab.stats.Comparison.significant`); a line says which of the two a small p missed.
 
 - Press et al. 2022 ("Train Short, Test Long"): ALiBi extrapolates where absolute encodings do
   not. Decided on ``copy`` at 1.25x: ALiBi's mean against the mean of ``learned`` and
@@ -23,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.aggregate import comparison, groups, pair_values
-from lab.evaluation import LEARNED
+from lab.aggregate import comparison, groups, pair_values, significance_words
+from lab.learned import LEARNED, learned_only, left_out_count
 
 Result = dict[str, Any]
 FAILS = 0.10
@@ -57,8 +61,7 @@ def _test(results: list[Result], task: str, a: str, b: str, where: str) -> str:
     c = comparison(results, task, a, b, where)
     if c is None:
         return f"{a} vs {b}: not measured"
-    verdict = "significant" if c.significant else "not significant"
-    return f"{a} vs {b}: {100 * c.difference:+.1f} points, McNemar p={c.p_value:.1e}, {verdict}"
+    return f"{a} vs {b}: {100 * c.difference:+.1f} points, McNemar {significance_words(c)}"
 
 
 def press(results: list[Result]) -> str:
@@ -96,19 +99,22 @@ def ruoss(results: list[Result]) -> str:
     )
 
 
-def kazemnejad(results: list[Result]) -> list[str]:
-    """Causal NoPE on ``svo`` in distribution, and NoPE against RoPE and ALiBi at 1.5x."""
+def kazemnejad_order(results: list[Result]) -> str:
+    """Causal NoPE on ``svo`` in distribution (exact-match and minimal pairs)."""
     exact = _mean(results, "svo", "none", "in_dist")
     pairs = _mean(results, "svo", "none", "pairs")
     if exact is None or pairs is None:
-        order = f"{KAZEMNEJAD_ORDER}: not measured (needs svo runs of none)"
-    else:
-        verdict = "agrees" if exact >= LEARNED and pairs >= LEARNED else "disagrees"
-        order = (
-            f"{KAZEMNEJAD_ORDER}: **{verdict}**. svo in "
-            f"distribution: NoPE exact-match {_pct(exact)}, minimal pairs both right "
-            f"{_pct(pairs)} (an order-blind model scores 0%)"
-        )
+        return f"{KAZEMNEJAD_ORDER}: not measured (needs svo runs of none)"
+    verdict = "agrees" if exact >= LEARNED and pairs >= LEARNED else "disagrees"
+    return (
+        f"{KAZEMNEJAD_ORDER}: **{verdict}**. svo in "
+        f"distribution: NoPE exact-match {_pct(exact)}, minimal pairs both right "
+        f"{_pct(pairs)} (an order-blind model scores 0%)"
+    )
+
+
+def kazemnejad(results: list[Result]) -> str:
+    """NoPE against RoPE and ALiBi at 1.5x, on ``copy`` and ``svo``."""
     parts, wins, losses = [], 0, 0
     for task in ("copy", "svo"):
         for other in ("rope", "alibi"):
@@ -119,24 +125,19 @@ def kazemnejad(results: list[Result]) -> list[str]:
             losses += c.significant and c.difference < 0
             parts.append(
                 f"{task}: none {_pct(_mean(results, task, 'none', '1.5x'))} vs {other} "
-                f"{_pct(_mean(results, task, other, '1.5x'))} "
-                f"({'significant' if c.significant else 'not significant'}, p={c.p_value:.1e})"
+                f"{_pct(_mean(results, task, other, '1.5x'))}, {significance_words(c)}"
             )
     if not parts:
-        return [
-            order,
-            "Kazemnejad et al. 2023 (NoPE extrapolates as well as RoPE/ALiBi): not measured",
-        ]
+        return "Kazemnejad et al. 2023 (NoPE extrapolates as well as RoPE/ALiBi): not measured"
     verdict = (
         "agrees" if losses == 0 and wins else ("disagrees" if wins == 0 and losses else "mixed")
     )
     if not wins and not losses:
         verdict = "no significant difference"
-    return [
-        order,
+    return (
         f"Kazemnejad et al. 2023 (NoPE extrapolates at least as well as RoPE and ALiBi): "
-        f"**{verdict}**. At 1.5x: " + "; ".join(parts),
-    ]
+        f"**{verdict}**. At 1.5x: " + "; ".join(parts)
+    )
 
 
 def haviv(results: list[Result]) -> str:
@@ -152,8 +153,18 @@ def haviv(results: list[Result]) -> str:
 
 
 def findings(results: list[Result]) -> list[str]:
-    """The findings as Markdown list items (``'- ...'``), in the order above."""
-    return [
-        f"- {line}"
-        for line in (press(results), ruoss(results), *kazemnejad(results), haviv(results))
-    ]
+    """The findings as Markdown list items (``'- ...'``), in the order above.
+
+    The findings on extrapolation (Press, Ruoss, Kazemnejad at 1.5x) are decided on the
+    learned runs only (:mod:`lab.learned`): a run that never learned its task says nothing
+    about length. The findings on learning itself (Kazemnejad on order, Haviv) read every run,
+    since whether the task was learned is their question. A first item counts the runs left
+    out and why.
+    """
+    learned = learned_only(results)
+    left_out = left_out_count(results)
+    lines = [press(learned), ruoss(learned), kazemnejad_order(results), kazemnejad(learned)]
+    lines.append(haviv(results))
+    if left_out:
+        lines.insert(0, f"{left_out[:-1]}; the extrapolation findings leave them out.")
+    return [f"- {line}" for line in lines]

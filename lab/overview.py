@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
-from lab.aggregate import groups, headline_table, lengths_table, significance_lines, tasks
+from lab.aggregate import (
+    groups,
+    headline_table,
+    left_out_line,
+    lengths_table,
+    significance_lines,
+    tasks,
+)
 from lab.batches import evaluation_set
 from lab.config import config_from_dict
 from lab.findings import findings
+from lab.learned import LEARNED
 from lab.report import DASH, position_options, run_label, summary_table, task_options
 
 Result = dict[str, Any]
@@ -40,7 +48,11 @@ EXPLANATION = (
     "prompt is shuffled. Significance: exact McNemar test on the same evaluation sequences, "
     "pooled over seeds (the sequences of a seed are shared by every scheme), p < 0.05, and the "
     "difference has the same sign in every seed (a test over 3 seeds alone cannot reach "
-    f"p < 0.05). {DASH}: not applicable or unsupported."
+    "p < 0.05); a small p without the same sign is reported as not significant, with the "
+    "per-seed differences. Learned: training reached train.target_accuracy at every training "
+    f"length and the test set's in-distribution exact-match is >= {LEARNED:.0%}; seeds counts "
+    "the learned runs, which alone enter the means, tests and findings on extrapolation ('not "
+    f"learned' counts the others). {DASH}: not applicable or unsupported."
 )
 
 
@@ -76,6 +88,9 @@ def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[s
     for task in tasks(results):
         lines += heading(f"{task}: exact-match at multiples of the longest training length")
         lines += [headline_table(results, task), ""]
+    left_out = left_out_line(results)
+    if left_out:
+        lines += [left_out, ""]
     lines += heading("Significant differences between schemes")
     for task in tasks(results):
         lines += significance_lines(results, task)

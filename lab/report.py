@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from data import available_tasks, task_class
 from lab.config import migrate_data_keys
 from lab.files import atomic_write, atomic_writer
+from lab.learned import is_learned
 from lab.stats import t_interval
 from lab.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from model.position import available_schemes
@@ -140,12 +141,16 @@ SCHEMA: dict[str, Any] = {
         "summary": _SUMMARY,
         "order": _ORDER,
         "train_steps": {"type": ["integer", "null"], "minimum": 0},
+        "reached_target": {"type": ["boolean", "null"]},
         "eval_seconds": {"type": "number", "minimum": 0},
         "checkpoint": _CHECKPOINT,
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict :func:`lab.evaluation.evaluate_run`
-returns."""
+returns. ``reached_target`` (optional, so files written before it still load): the training
+met ``train.target_accuracy`` at every training length (the checkpoint's record); null for a
+run without a target or an older checkpoint. Whether a run counts as learned is decided from
+it and ``summary.in_dist`` by :func:`lab.learned.not_learned_reason`."""
 
 
 def inconsistency(result: dict[str, Any]) -> str | None:
@@ -231,6 +236,7 @@ CSV_COLUMNS = (
     "exact_match_high",
     "token_accuracy",
     "pair_accuracy",
+    "learned",
 )
 
 
@@ -387,13 +393,16 @@ def _figures(result: dict[str, Any]) -> list[str]:
 def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> str:
     """One row per run: run, scheme, task, seed, exact-match in distribution and at 1.25x,
     1.5x, 2x and 4x the longest training length, minimal pairs in distribution, order-blind,
-    and the optimizer steps it trained."""
+    the optimizer steps it trained, and whether it learned (:mod:`lab.learned`; ``no`` runs
+    are left out of the sweep's means, tests and findings)."""
     rows = [
         [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"]), *_figures(r)]
         + [DASH if r.get("train_steps") is None else str(r["train_steps"])]
+        + ["yes" if is_learned(r) else "no"]
         for r in ordered(results)
     ]
-    return format_table(["run", "scheme", "task", "seed", *SUMMARY_HEADERS, "steps"], rows)
+    headers = ["run", "scheme", "task", "seed", *SUMMARY_HEADERS, "steps", "learned"]
+    return format_table(headers, rows)
 
 
 def length_table(result: dict[str, Any]) -> str:
@@ -416,13 +425,15 @@ def length_table(result: dict[str, Any]) -> str:
 
 
 def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> list[dict]:
-    """Rows of ``results.csv``: one per run x length, columns :data:`CSV_COLUMNS`."""
+    """Rows of ``results.csv``: one per run x length, columns :data:`CSV_COLUMNS` (``learned``:
+    the run counts as learned, :func:`lab.learned.is_learned`)."""
     rows = []
     for r in results:
         for length in r["lengths"]:
             row = {"run": run_label(r, out_dir), "position": r["position"], "task": r["task"]}
             row["seed"] = r["seed"]
-            row.update({k: length[k] for k in CSV_COLUMNS[4:]})
+            row.update({k: length[k] for k in CSV_COLUMNS[4:-1]})
+            row["learned"] = is_learned(r)
             rows.append({k: "" if v is None else v for k, v in row.items()})
     return rows
 
@@ -431,8 +442,20 @@ PANELS_PER_ROW = 4
 """Task panels per row of the accuracy-against-length figure."""
 
 
+def _not_learned_label(result: dict[str, Any]) -> str:
+    """The legend label of a not-learned run's own line: ``"sinusoidal seed 2: not learned"``."""
+    return f"{scheme_label(result)} seed {result['seed']}: not learned"
+
+
+def _line_order(item: tuple[str, list[dict[str, Any]]], labels: list[str]) -> tuple[int, str]:
+    """Sort key of a plotted line: its scheme's place in ``labels``, then its name."""
+    return labels.index(scheme_label(item[1][0])), item[0]
+
+
 def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
-    """Exact-match against length: one panel per task, one line per scheme (mean over seeds).
+    """Exact-match against length: one panel per task, one line per scheme (mean over its
+    learned seeds), and a dotted line with ``x`` markers, labelled ``not learned`` and without
+    error bars, for each run that did not learn its task (:mod:`lab.learned`).
 
     Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
     (:func:`lab.stats.t_interval`, clipped to [0, 1]) for several. The training range is
@@ -440,7 +463,8 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     Unsupported lengths are left out, so a line stops where its scheme stops.
 
     Returns:
-        The figure (``len(figure.axes[i].containers)`` is the number of schemes in panel ``i``);
+        The figure (``len(figure.axes[i].containers)`` is the number of lines in panel ``i``:
+        its schemes with a learned run, plus its not-learned runs);
         saved as PNG to ``path`` unless ``path`` is None.
     """
     tasks = sorted({r["task"] for r in results})
@@ -463,9 +487,10 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         for high in sorted(set(highs)):
             ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
         by_scheme: dict[str, list[dict]] = defaultdict(list)
-        for r in runs:
-            by_scheme[scheme_label(r)].append(r)
-        for scheme, group in sorted(by_scheme.items(), key=lambda item: labels.index(item[0])):
+        for r in runs:  # learned runs are averaged; each not-learned run is a line of its own
+            by_scheme[scheme_label(r) if is_learned(r) else _not_learned_label(r)].append(r)
+        for name, group in sorted(by_scheme.items(), key=lambda item: _line_order(item, labels)):
+            scheme = scheme_label(group[0])
             points: dict[int, list[dict]] = defaultdict(list)
             for r in group:
                 for row in r["lengths"]:
@@ -484,12 +509,14 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
                 means.append(mean)
                 below.append(mean - low)
                 above.append(high - mean)
-            label = scheme if len(group) == 1 else f"{scheme} (mean of {len(group)})"
+            learned = is_learned(group[0])
+            label = name if len(group) == 1 else f"{name} (mean of {len(group)})"
             ax.errorbar(
                 xs,
                 means,
-                yerr=[below, above],
-                marker="o",
+                yerr=[below, above] if learned else None,
+                marker="o" if learned else "x",
+                linestyle="-" if learned else ":",
                 capsize=3,
                 label=label,
                 color=colors[scheme],

@@ -111,3 +111,5 @@ def restore(run: Run, state: dict[str, Any]) -> None:
     r = run.result
     r.step, r.final_loss, r.eval = step, state.get("final_loss", math.nan), state.get("eval", {})
     r.finished = bool(state.get("finished")) and not extended
+    r.reached_target = state.get("reached_target") is True  # (absent in older checkpoints)
+    run.eval_pending = state.get("eval_pending") is True  # its periodic evaluation was stopped

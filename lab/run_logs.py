@@ -95,9 +95,30 @@ tag is a scalar of the run's own folder."""
 
 
 def periodic_lengths(config: Config) -> dict[str, list[int]]:
-    """Lengths of the periodic evaluation: the training range's ends and middle, 2x and 4x."""
+    """Lengths of the periodic evaluation: EVERY training length (``train_min_length`` to
+    ``train_max_length``, both included), 2x and 4x the longest.
+
+    Every training length is validated because early stopping reads the minimum over them
+    (:func:`periodic_eval`): a run must know each length it was trained on, not their mean.
+    """
     low, high = config.data.train_min_length, config.data.train_max_length
-    return {"in_dist": sorted({low, (low + high) // 2, high}), "2x": [2 * high], "4x": [4 * high]}
+    return {"in_dist": list(range(low, high + 1)), "2x": [2 * high], "4x": [4 * high]}
+
+
+def loss_lengths(config: Config) -> list[int]:
+    """Lengths of the periodic validation loss: the training range's ends and middle (a
+    logged curve, not a stopping criterion: three lengths keep its cost, about a third of an
+    evaluation of every length, and its values as they were)."""
+    low, high = config.data.train_min_length, config.data.train_max_length
+    return sorted({low, (low + high) // 2, high})
+
+
+def reached_target(evals: dict[str, float], target: float | None) -> bool:
+    """Whether a periodic evaluation meets ``train.target_accuracy``: the MINIMUM exact-match
+    over the training lengths (``evals["in_dist_min"]``) must reach ``target``, so a run never
+    stops on a mean that one weak length hides; None (no target) is never reached.
+    """
+    return target is not None and "in_dist_min" in evals and evals["in_dist_min"] >= target
 
 
 def periodic_eval(
@@ -114,9 +135,12 @@ def periodic_eval(
     a sequence of the evaluation set), so early stopping does not read the test data.
 
     Returns:
-        ``{"in_dist", "2x", "4x"}`` -> exact-match (lengths a scheme cannot encode left out), or
-        None when ``should_stop()`` turned true between batches: a stop signal never waits for
-        a whole evaluation, and nothing of the unfinished one is logged.
+        ``{"in_dist", "in_dist_min", "2x", "4x"}`` -> exact-match (fractions in [0, 1]):
+        ``in_dist`` is the mean and ``in_dist_min`` the minimum over every training length
+        (what early stopping reads, :func:`reached_target`); 2x and 4x are left out where the
+        scheme cannot encode them. None when ``should_stop()`` turned true between batches:
+        a stop signal never waits for a whole evaluation, and nothing of the unfinished one
+        is logged.
     """
     scores = {}
     try:
@@ -139,7 +163,10 @@ def periodic_eval(
         writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
         writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
         writer.add_scalar(f"compare/{task.name}/exact_match_{name}", summary[name], step)
-    lengths = periodic_lengths(config)["in_dist"]
+        if name == "in_dist":
+            summary["in_dist_min"] = min(r.exact_match for r in results)
+            writer.add_scalar("eval/exact_match_in_dist_min", summary["in_dist_min"], step)
+    lengths = loss_lengths(config)
     loss = sum(
         validation_loss(model, validation(task, config, n), config.eval.batch_tokens)
         for n in lengths
@@ -219,7 +246,7 @@ def write_hparams(
     evals: dict[str, float],
     step: int,
     final_loss: float | None,
-    reached_target: bool | None = None,
+    reached_target: bool,
 ) -> None:
     """Record the run's hyperparameters and headline metrics for TensorBoard's HParams tab.
 
@@ -237,16 +264,15 @@ def write_hparams(
         final_loss: training loss of the last step (None: no step ran in this process and
             none was saved).
         reached_target: whether the training stopped because it reached
-            ``train.target_accuracy``; None: the last evaluation's ``in_dist`` >= the target.
-            Logged as ``hparam/validation_reached_target`` (1 or 0) when a target is set.
+            ``train.target_accuracy`` at every training length (the run's
+            ``TrainResult.reached_target``). Logged as ``hparam/validation_reached_target``
+            (1 or 0) when a target is set.
     """
     metrics = {f"hparam/validation_exact_match_{name}": value for name, value in evals.items()}
     if final_loss is not None:
         metrics["hparam/final_loss"] = final_loss
     target = config.train.target_accuracy
     if target is not None:
-        if reached_target is None:
-            reached_target = evals.get("in_dist", 0.0) >= target
         metrics["hparam/validation_reached_target"] = float(reached_target)
         if reached_target:
             metrics["hparam/steps_to_target"] = step

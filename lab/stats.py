@@ -104,6 +104,7 @@ class Comparison:
         seeds: seeds compared.
         same_sign: the per-seed differences are all non-zero and of one sign.
         significant: ``p_value < ALPHA`` and ``same_sign``.
+        seed_differences: A's exact-match minus B's, per compared seed (in seed order).
     """
 
     difference: float
@@ -112,6 +113,7 @@ class Comparison:
     p_value: float
     seeds: int
     same_sign: bool
+    seed_differences: tuple[float, ...] = ()
 
     @property
     def significant(self) -> bool:
@@ -153,4 +155,5 @@ def compare(a: dict[int, str], b: dict[int, str]) -> Comparison | None:
         mcnemar_exact(only_a, only_b),
         len(seeds),
         same_sign,
+        tuple(differences),
     )

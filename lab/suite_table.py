@@ -11,13 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from lab.aggregate import groups, tasks
+from lab.learned import LEARNED, is_learned
 from lab.report import DASH, format_table
 from model.position import available_schemes
 
 Result = dict[str, Any]
-
-LEARNED = 0.95
-"""In-distribution exact-match at which a task counts as learned (issue 13's check)."""
 
 
 def percent(value: float | None) -> str:
@@ -26,12 +24,9 @@ def percent(value: float | None) -> str:
 
 
 def learned_by(runs: dict[str, list[Result]]) -> str:
-    """The schemes whose every run reaches :data:`LEARNED` in distribution, or ``'none'``."""
-    passing = [
-        scheme
-        for scheme, group in runs.items()
-        if all((r["summary"]["in_dist"] or 0.0) >= LEARNED for r in group)
-    ]
+    """The schemes whose every run learned (:func:`lab.learned.is_learned`: reached its
+    training target, and :data:`lab.learned.LEARNED` in distribution), or ``'none'``."""
+    passing = [scheme for scheme, group in runs.items() if all(map(is_learned, group))]
     return ", ".join(f"`{s}`" for s in passing) or "none"
 
 

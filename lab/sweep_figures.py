@@ -2,11 +2,13 @@
 every seed a dot and the mean a bar (computed from the runs' ``eval.json`` dicts).
 
 - **learning speed**: the training steps each run took (``train_steps``). Runs stop early when
-  the validation exact-match reaches ``train.target_accuracy``, so this is the steps to reach
-  it; a run still below 95% in distribution on the evaluation set is drawn as an ``x`` (it
-  ran to its cap, or stopped on a validation figure the evaluation did not confirm).
+  the validation exact-match reaches ``train.target_accuracy`` at every training length, so
+  this is the steps to reach it; a run that is not learned (:mod:`lab.learned`: it ran to its
+  cap below the target, or is below 95% in distribution on the evaluation set) is drawn as an
+  ``x`` and left out of the bar.
 - **order sensitivity**: minimal-pair accuracy (both members of a swapped pair right) in
-  distribution and at 2x; an order-blind model scores 0.
+  distribution and at 2x; an order-blind model scores 0. Bars average the learned runs; a
+  not-learned run's dot is an ``x``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,7 @@ from matplotlib.figure import Figure
 
 from lab.aggregate import groups, pair_values, tasks
 from lab.files import atomic_writer
-
-LEARNED = 0.95
-"""In-distribution exact-match (evaluation set) below which a run counts as not learned."""
+from lab.learned import is_learned
 
 Result = dict[str, Any]
 
@@ -39,18 +39,19 @@ def learning_speed_figure(results: list[Result]) -> Figure:
     for ax, task in panels:
         by_scheme = groups(results, task)
         for x, runs in enumerate(by_scheme.values()):
-            steps = [r["train_steps"] for r in runs if r["train_steps"] is not None]
+            steps = [r["train_steps"] for r in runs if is_learned(r)]
+            steps = [n for n in steps if n is not None]
             if steps:
                 ax.bar(x, sum(steps) / len(steps), color=f"C{x}", alpha=0.35)
             for i, r in enumerate(runs):
                 if r["train_steps"] is None:
                     continue
-                learned = (r["summary"]["in_dist"] or 0.0) >= LEARNED  # None: not evaluated
+                learned = is_learned(r)
                 offset = 0.12 * (i - (len(runs) - 1) / 2)
                 ax.plot(x + offset, r["train_steps"], "o" if learned else "x", color=f"C{x}")
         ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
         ax.set(title=task, ylabel="training steps (early stop at target)")
-    figure.suptitle(f"learning speed: bar = mean over seeds, x = below {LEARNED:.0%} in dist.")
+    figure.suptitle("learning speed: bar = mean over learned seeds, x = not learned")
     return figure
 
 
@@ -61,15 +62,21 @@ def order_sensitivity_figure(results: list[Result]) -> Figure:
         by_scheme = groups(results, task)
         for x, runs in enumerate(by_scheme.values()):
             for shift, where, alpha in ((-0.2, "in_dist", 0.8), (0.2, "2x", 0.35)):
-                values = [v for v in pair_values(runs, where) if v is not None]
-                if not values:
-                    continue
+                pairs = zip(pair_values(runs, where), map(is_learned, runs), strict=True)
+                pairs = [(v, learned) for v, learned in pairs if v is not None]
+                kept = [v for v, learned in pairs if learned]
+                if kept:
+                    ax.bar(x + shift, sum(kept) / len(kept), 0.4, color=f"C{x}", alpha=alpha)
                 label = where if x == 0 else None
-                ax.bar(x + shift, sum(values) / len(values), 0.4, color=f"C{x}", alpha=alpha)
-                ax.plot([x + shift] * len(values), values, "k.", label=label)
+                for v, learned in pairs:
+                    ax.plot(x + shift, v, "k." if learned else "kx", label=label)
+                    label = None
         ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
         ax.set(title=task, ylabel="minimal pairs both right", ylim=(0, 1.05))
-    figure.suptitle("order sensitivity: left bar in distribution, right bar 2x; dots = seeds")
+    figure.suptitle(
+        "order sensitivity: left bar in distribution, right bar 2x (learned seeds); "
+        "dots = seeds, x = not learned"
+    )
     return figure
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from data import Batch
+from data import Batch, Task
 from lab.batches import training_batch
 from lab.checkpoint import (
     check_fresh_start,
@@ -32,7 +32,13 @@ from lab.distributed import Group, join_group
 from lab.event_files import drop_events_after
 from lab.metrics import score_answers
 from lab.resume import restore, resume_history
-from lab.run_logs import periodic_eval, write_hparams, write_layout, write_samples
+from lab.run_logs import (
+    periodic_eval,
+    reached_target,
+    write_hparams,
+    write_layout,
+    write_samples,
+)
 from lab.runlock import run_lock
 from lab.runtime import (
     Interrupt,
@@ -78,7 +84,11 @@ class TrainResult:
         step: optimizer steps taken.
         finished: the step budget or the accuracy target was reached.
         final_loss: training loss of the last step.
-        eval: latest periodic evaluation, ``{"in_dist": ..., "2x": ..., "4x": ...}`` exact-match.
+        eval: latest periodic evaluation, ``{"in_dist", "in_dist_min", "2x", "4x"}`` ->
+            exact-match (:func:`lab.run_logs.periodic_eval`).
+        reached_target: the latest periodic evaluation met ``train.target_accuracy`` (its
+            minimum over the training lengths, :func:`lab.run_logs.reached_target`); False for
+            a run that ended at its step cap below the target, or has no target.
         seconds: wall time of this invocation.
         losses: training loss of every step taken in this invocation.
     """
@@ -88,6 +98,7 @@ class TrainResult:
     finished: bool
     final_loss: float
     eval: dict[str, float] = field(default_factory=dict)
+    reached_target: bool = False
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
 
@@ -104,6 +115,8 @@ class Run:
         history: one entry per resume that changed settings, ``{"step", "changed"}``.
         result: what the run reports so far.
         group: the ranks training this model (one process without ``torchrun``).
+        eval_pending: the periodic evaluation of ``step`` was stopped before it finished;
+            saved in the checkpoint, and redone first on resume (:func:`periodic_check`).
     """
 
     config: Config
@@ -115,6 +128,7 @@ class Run:
     history: list[dict[str, Any]] = field(default_factory=list)
     result: TrainResult | None = None
     group: Group = field(default_factory=Group)
+    eval_pending: bool = False
 
     def save(self) -> None:
         """Write the checkpoint of the current step (rank 0 writes; every rank calls it, and
@@ -147,6 +161,8 @@ class Run:
                 "finished": r.finished,
                 "final_loss": r.final_loss,
                 "eval": r.eval,
+                "reached_target": r.reached_target,
+                "eval_pending": self.eval_pending,
                 "history": self.history,
             },
             checkpoint_path(self.config.run_dir),
@@ -204,6 +220,9 @@ def train(
     finishes the current step, saves a checkpoint and raises :class:`TrainingInterrupted`. Saves
     and the final writes of a finished run complete even if a second signal arrives; a second
     signal in the middle of a step stops at once, without saving (the last checkpoint stays).
+    A stop during a periodic evaluation saves its step with the evaluation marked pending, and
+    ``resume`` redoes it before the next step (its TensorBoard point, samples and early-stopping
+    test), so a resumed run stops at the step and with the weights of an uninterrupted one.
 
     Writes ``config.yaml``, ``checkpoint.pt`` (every ``train.checkpoint_every`` steps, at the end
     and on interruption) and TensorBoard events into the run folder. Events of steps after the
@@ -317,7 +336,13 @@ def run_loop(
         return interrupt.requested or (should_stop is not None and should_stop())
 
     try:
-        while run.step < t.steps:
+        done = False
+        if run.eval_pending:  # the saved step's evaluation was stopped: redo it first
+            done = periodic_check(run, task, writer, stop_asked)
+            if not done:  # record that it is done (a finished run is saved below)
+                with interrupt.shield():
+                    run.save()
+        while run.step < t.steps and not done:
             if group.any(stop_asked()):
                 raise KeyboardInterrupt
             tick = time.perf_counter()
@@ -364,20 +389,9 @@ def run_loop(
                 for name, value in scalars.items():
                     if writer is not None:
                         writer.add_scalar(f"train/{name}", value, run.step)
-            if run.step % t.eval_every == 0 or run.step == t.steps:
-                evals = None
-                if group.is_main:  # the other ranks wait for its result
-                    evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
-                evals = group.from_main(evals)
-                if evals is None:  # a stop arrived during the evaluation: every rank stops now
-                    raise KeyboardInterrupt
-                r.eval = evals
-                target = t.target_accuracy
-                if run.step == t.steps or (target is not None and r.eval["in_dist"] >= target):
-                    r.finished = True
-                    break
-                if writer is not None:  # samples at every evaluation; the last ones below
-                    write_samples(run.model, task, config, writer, run.step)
+            due = run.step % t.eval_every == 0 or run.step == t.steps
+            if due and periodic_check(run, task, writer, stop_asked):
+                break
             if run.step % t.checkpoint_every == 0:
                 with interrupt.shield():
                     run.save()
@@ -386,7 +400,7 @@ def run_loop(
             run.save()
             if writer is not None:
                 write_samples(run.model, task, config, writer, run.step)
-                write_hparams(writer, config, r.eval, run.step, r.final_loss)
+                write_hparams(writer, config, r.eval, run.step, r.final_loss, r.reached_target)
             group.barrier()
     except KeyboardInterrupt:
         raise stopped(run, interrupt, in_step) from None
@@ -394,6 +408,38 @@ def run_loop(
         bar.close()
         if writer is not None:
             writer.close()
+
+
+def periodic_check(
+    run: Run, task: Task, writer: SummaryWriter | None, stop_asked: Callable[[], bool]
+) -> bool:
+    """The periodic evaluation of ``run.step`` and its early-stopping test; True when the run
+    is done (the target is reached, :func:`lab.run_logs.reached_target`, or the budget ends).
+
+    A stop during the evaluation marks it pending (``run.eval_pending``, saved in the
+    checkpoint) and raises: ``--resume`` redoes it first (:func:`run_loop`), with its
+    TensorBoard point and samples, so the resumed run stops where the uninterrupted one does.
+
+    Raises:
+        KeyboardInterrupt: a stop arrived during the evaluation (on any rank's word).
+    """
+    config, r, group = run.config, run.result, run.group
+    evals = None
+    if group.is_main:  # the other ranks wait for its result
+        evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
+    evals = group.from_main(evals)
+    if evals is None:  # a stop arrived during the evaluation: every rank stops now
+        run.eval_pending = True
+        raise KeyboardInterrupt
+    run.eval_pending = False
+    r.eval = evals
+    r.reached_target = reached_target(evals, config.train.target_accuracy)
+    if run.step >= config.train.steps or r.reached_target:
+        r.finished = True
+        return True
+    if writer is not None:  # samples at every evaluation; the last ones after the loop
+        write_samples(run.model, task, config, writer, run.step)
+    return False
 
 
 def stopped(run: Run, interrupt: Interrupt, in_step: bool) -> TrainingInterrupted:

@@ -379,8 +379,10 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
         jsonschema = None
     if jsonschema is not None:
         jsonschema.validate(saved, SCHEMA)
-    # Field by field (also when jsonschema is missing), and the schema lists exactly these keys.
-    assert set(saved) == set(SCHEMA["required"]) == set(SCHEMA["properties"])
+    # Field by field (also when jsonschema is missing), and the schema lists exactly these keys;
+    # reached_target is optional so that files written before it still load.
+    assert set(saved) == set(SCHEMA["required"]) | {"reached_target"} == set(SCHEMA["properties"])
+    assert saved["reached_target"] is None  # the run has no train.target_accuracy
     assert saved["schema_version"] == SCHEMA["properties"]["schema_version"]["const"]
     assert saved["run_dir"] == str(trained_run)
     assert saved["config"]["data"]["task"] == saved["task"] == "copy"
@@ -460,10 +462,16 @@ def test_reports_tables_and_plot(run_result, tmp_path):
     assert "## copy: exact-match at multiples of the longest training length" in report
     assert "## Findings against the literature" in report and "—" in report
     assert percent(run_result["summary"]["in_dist"]) in report
-    figure = plot_accuracy_vs_length(results, None)
+    figure = plot_accuracy_vs_length(results, None)  # untrained: none is learned
+    (ax,) = figure.axes
+    assert len(ax.containers) == 3  # a line per run that did not learn its task
+    labels = [t.get_text() for t in figure.legends[0].get_texts()]  # one legend, below
+    assert {"rope seed 1: not learned", "learned seed 0: not learned"} <= set(labels)
+    learned = [r | {"summary": r["summary"] | {"in_dist": 1.0}} for r in results]
+    figure = plot_accuracy_vs_length(learned, None)
     (ax,) = figure.axes
     assert len(ax.containers) == 2  # rope (mean of 2 seeds) and learned
-    labels = [t.get_text() for t in figure.legends[0].get_texts()]  # one legend, below
+    labels = [t.get_text() for t in figure.legends[0].get_texts()]
     assert "rope (mean of 2)" in labels and "learned" in labels
     assert percent(0.973) == "97.3%" and percent(None) == "—"
 

@@ -27,7 +27,8 @@ FAST = ["eval.samples=8", "eval.probe_samples=8", "eval.lengths=[2,4,8]", "--no-
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An ALiBi copy run (4 symbols) stopped early at a 30% target (step 110), evaluated."""
+    """An ALiBi copy run (4 symbols) stopped early at a 15% target at every training length
+    (step 170: 18.8% at the weakest length, 50% on average), evaluated."""
     folder = tmp_path_factory.mktemp("sweep") / "alibi-copy-seed0"
     settings = [
         "data.options.copy.n_symbols=4",
@@ -35,9 +36,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "eval.samples=16",
         "train.steps=200",
     ]
-    config = tiny_config(folder, "model.position=alibi", "train.target_accuracy=0.3", *settings)
+    config = tiny_config(folder, "model.position=alibi", "train.target_accuracy=0.15", *settings)
     result = train(config)
-    assert result.step < 200 and result.eval["in_dist"] >= 0.3  # stopped at the target
+    assert result.step < 200 and result.reached_target  # stopped at the target
+    assert result.eval["in_dist_min"] >= 0.15
     assert eval_cli.main([str(folder), *FAST]) == 0
     return folder
 

@@ -132,7 +132,7 @@ def test_link_shows_the_mean_runs_unsmoothed_one_colour_per_scheme():
 def test_hparams_list_test_metrics_first_and_the_seed_as_an_integer(tmp_path: Path):
     config = load_config(None, ["seed=2", "train.target_accuracy=0.9", f"run_dir={tmp_path}"])
     with SummaryWriter(str(tmp_path)) as writer:
-        write_hparams(writer, config, {"in_dist": 0.5, "2x": 0.1, "4x": 0.0}, 40, 1.5)
+        write_hparams(writer, config, {"in_dist": 0.5, "2x": 0.1, "4x": 0.0}, 40, 1.5, False)
     acc = events(tmp_path)
 
     def plugin(tag: str) -> HParamsPluginData:
