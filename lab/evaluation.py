@@ -39,6 +39,7 @@ from lab.config import (
 from lab.extrapolation import LengthResult, default_lengths, evaluate_length, multiple_lengths
 from lab.files import linked_below, safe_folder
 from lab.learned import LEARNED
+from lab.machine import machine_info
 from lab.probe import minimal_pair_accuracy, permutation_probe
 from lab.report import (
     EVAL_NAME,
@@ -292,6 +293,7 @@ def evaluate_model(
         "reached_target": None,
         "eval_seconds": time.perf_counter() - started,
         "checkpoint": None,
+        "machine": machine_info(),
     }
 
 

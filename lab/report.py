@@ -126,6 +126,7 @@ SCHEMA: dict[str, Any] = {
         "train_steps",
         "eval_seconds",
         "checkpoint",
+        "machine",
     ],
     "additionalProperties": False,
     "properties": {
@@ -144,6 +145,12 @@ SCHEMA: dict[str, Any] = {
         "reached_target": {"type": ["boolean", "null"]},
         "eval_seconds": {"type": "number", "minimum": 0},
         "checkpoint": _CHECKPOINT,
+        "machine": {
+            "type": "object",
+            "required": ["cpu", "torch", "blas"],
+            "description": "where it was evaluated (lab.machine.machine_info): bit-identical "
+            "results need the same CPU model, torch build and numeric settings",
+        },
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict :func:`lab.evaluation.evaluate_run`

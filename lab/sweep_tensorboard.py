@@ -27,9 +27,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.tensorboard import SummaryWriter
 
 from lab.aggregate import groups, tasks
+from lab.learned import learned_only, not_learned_reason
 from lab.report import plot_accuracy_vs_length, run_label
 from lab.run_logs import COMPARE_CHARTS
-from lab.sweep_figures import LEARNED, learning_speed_figure, order_sensitivity_figure
+from lab.sweep_figures import learning_speed_figure, order_sensitivity_figure
 from lab.tb_tags import LENGTH_CURVES
 
 Result = dict[str, Any]
@@ -140,21 +141,26 @@ def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
 def write_mean_run(
     task: str, label: str, runs: list[Result], folder: Path, out_dir: str | Path
 ) -> None:
-    """One scheme's mean run (module docstring), with a text note naming its runs and how many
-    learned, and the Custom Scalars group ``task TASK: mean over seeds``."""
-    curves = mean_validation(runs, task) | mean_by_length(runs)
+    """One scheme's mean run (module docstring) over its learned runs (:mod:`lab.learned`; all
+    of them when none learned), with a text note naming the runs it averages and those it
+    left out, and the Custom Scalars group ``task TASK: mean over seeds``."""
+    learned = learned_only(runs)
+    used = learned or runs
+    curves = mean_validation(used, task) | mean_by_length(used)
     with SummaryWriter(str(folder), filename_suffix=SUFFIX) as writer:
         for leaf, points in curves.items():
             for step, value in points.items():
                 writer.add_scalar(f"mean/{task}/{leaf}", value, step)
-        learned = sum((r["summary"]["in_dist"] or 0.0) >= LEARNED for r in runs)
-        reached = [r["reached_target"] for r in runs if r.get("reached_target") is not None]
+        left_out = [r for r in runs if r not in used]
         note = (
-            f"**{label}** on **{task}**: mean of {len(runs)} run(s): "
-            + ", ".join(f"`{run_label(r, out_dir)}`" for r in runs)
-            + f". {learned} of {len(runs)} at >= {LEARNED:.0%} exact-match in distribution "
-            "(test set)"
-            + (f"; {sum(reached)} of {len(reached)} reached the target." if reached else ".")
+            f"**{label}** on **{task}**: mean of {len(used)} run(s): "
+            + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
+            + ("" if learned else " (none learned: the mean of every run)")
+            + "".join(
+                f"; left out as not learned: `{run_label(r, out_dir)}` ({not_learned_reason(r)})"
+                for r in left_out
+            )
+            + "."
         )
         writer.add_text("about", note, 0)
         charts = {title: f"^mean/{task}/{leaf}$" for title, leaf in COMPARE_CHARTS.items()}
