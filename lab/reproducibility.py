@@ -23,6 +23,7 @@ from typing import Any
 from lab.aggregate import HEADLINE, comparison, groups, tasks
 from lab.files import atomic_write
 from lab.findings import findings
+from lab.learned import learned_only
 from lab.stats import t_interval
 
 Result = dict[str, Any]
@@ -51,8 +52,9 @@ def cell_values(runs: list[Result], where: str) -> list[float] | None:
 
 
 def cell_shifts(a: list[Result], b: list[Result]) -> list[dict[str, Any]]:
-    """Per (task, scheme, where): both means, the shift of the mean, and the seed spread (the
-    larger 95% t-interval half-width of the two, :func:`lab.stats.t_interval`).
+    """Per (task, scheme, where): both means over the learned runs (as the report's tables,
+    :mod:`lab.learned`), the shift of the mean, and the seed spread (the larger 95%
+    t-interval half-width of the two, :func:`lab.stats.t_interval`).
 
     Returns:
         Rows with ``task``, ``scheme``, ``where``, ``mean_a``, ``mean_b``, ``shift``,
@@ -60,7 +62,7 @@ def cell_shifts(a: list[Result], b: list[Result]) -> list[dict[str, Any]]:
     """
     rows = []
     for task in tasks(a):
-        ga, gb = groups(a, task), groups(b, task)
+        ga, gb = groups(learned_only(a), task), groups(learned_only(b), task)
         for scheme in ga:
             for where in WHERE:
                 va, vb = cell_values(ga[scheme], where), cell_values(gb.get(scheme, []), where)
@@ -83,7 +85,8 @@ def _half_width(interval: Any) -> float:
 
 def claims(results: list[Result]) -> set[str]:
     """The significance claims of a sweep, e.g. ``'copy at 1.25x: alibi > none'`` (exact
-    McNemar p < 0.05 pooled over seeds and the same sign in every seed, as in the report)."""
+    McNemar p < 0.05 pooled over the learned seeds and the same sign in every seed, as in the
+    report, :func:`lab.aggregate.comparison`)."""
     found = set()
     for task in tasks(results):
         schemes = list(groups(results, task))
