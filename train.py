@@ -117,11 +117,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     evals = ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
+    target = config.train.target_accuracy
+    target = "" if target is None or result.reached_target else f" (target {target} not reached)"
     print(
         f"{result.run_dir}: {result.step} steps in {result.seconds:.0f}s, "
-        f"loss {result.final_loss:.4f}, exact-match {evals}"
+        f"loss {result.final_loss:.4f}, validation exact-match {evals}{target}"
     )
-    print(f"tensorboard --logdir {shlex.quote(str(result.run_dir))}")
+    run = shlex.quote(str(result.run_dir))
+    print(f"test-set evaluation (eval.json, report, plots): python eval.py {run}")
+    print(f"tensorboard --logdir {run}")
     return 0
 
 
