@@ -216,6 +216,17 @@ def test_the_not_learned_rule_names_its_reason() -> None:
     assert not_learned_reason(reached) is None  # 95% exactly is learned
 
 
+def test_an_evaluation_under_other_position_options_is_judged_by_its_training() -> None:
+    """Train once, evaluate many: linear RoPE scaling drops copy to 0% in distribution; that
+    is the measurement, not a run that failed to learn. A capped training still counts."""
+    scaled = finding_run("rope", 0, 0, in_dist=0.0) | {"reached_target": True}
+    scaled["config"]["eval"] = {"position_options": {"scaling": "linear", "scaling_factor": 2}}
+    assert not_learned_reason(scaled) is None
+    assert not_learned_reason(capped(scaled)).startswith("ended at its")
+    plain = finding_run("rope", 0, 0, in_dist=0.0) | {"reached_target": True}
+    assert not_learned_reason(plain).startswith("in-distribution exact-match 0.0%")
+
+
 def test_a_capped_run_is_marked_not_learned_and_left_out(tmp_path: Path) -> None:
     results = complete(sweep((90, 85, 95), (10, 5, 0)))  # alibi x 3, none x 3, learned x 3...
     capped(results[1])  # alibi seed 1: at 1.25x 85 of 100 right, but never met its target
