@@ -31,7 +31,7 @@ from lab.benchmark import (
 from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
-from lab.signals import run_main
+from lab.signals import run_program
 
 STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see
@@ -189,4 +189,4 @@ def measure(
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("bench.py", main, STOPPED))
+    run_program("bench.py", main, STOPPED)
