@@ -122,3 +122,20 @@ def test_a_usage_error_keeps_argparses_status_and_message() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == "train.py: error: unrecognized arguments: --no-such-flag"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_bench_stopped_by_a_signal_exits_with_128_plus_it(tmp_path, monkeypatch, capsys, signum):
+    """``bench.py`` caught the stop itself and returned 130 whatever the signal (SIGTERM from
+    ``timeout`` gave 130, not 143)."""
+    import bench
+    from lab.signals import Stopped
+
+    def stopped(*args, **kwargs):
+        raise Stopped(signum)
+
+    monkeypatch.setattr(bench, "run_benchmark", stopped)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--out", str(out), "--threads", "1"]) == 128 + signum
+    assert not out.exists()
+    assert capsys.readouterr().err.strip() == f"interrupted: nothing written to {out}"
