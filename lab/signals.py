@@ -117,14 +117,27 @@ def run_main(program: str, main: Callable[[], int], hint: str) -> int:
         hint: what is on disk and how to go on, e.g. ``"the same command finishes it"``.
     """
     _install(raise_stopped)
+    status = None
     try:
-        return main()
+        status = main()
+        return status
     except KeyboardInterrupt as stop:
         exit_at_once(program, "while stopping")  # a second signal: no traceback either
         _say(f"{program}: interrupted by {signal_name(stop)}; {hint}")
-        return exit_code(stop)
+        status = exit_code(stop)
+        return status
     finally:  # however main ended (an error, argparse's exit): phase 3
-        exit_at_once(program, "while exiting")
+        if isinstance(status, int) and status - 128 in STOP_SIGNALS:
+            _exit_quietly(status)  # the stop was said (here or by main): once is enough
+        else:
+            exit_at_once(program, "while exiting")
+
+
+def _exit_quietly(status: int) -> None:
+    """Phase 3 after a stop was reported: a further stop signal (a second Ctrl-C, ``timeout``
+    sending SIGTERM to a process already stopping) ends the process at once with ``status``,
+    the first signal's code, and no second line."""
+    _install(lambda signum, frame: os._exit(status))
 
 
 def run_program(program: str, main: Callable[[], int], hint: str) -> NoReturn:

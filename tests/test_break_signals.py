@@ -139,3 +139,45 @@ def test_bench_stopped_by_a_signal_exits_with_128_plus_it(tmp_path, monkeypatch,
     assert bench.main(["--out", str(out), "--threads", "1"]) == 128 + signum
     assert not out.exists()
     assert capsys.readouterr().err.strip() == f"interrupted: nothing written to {out}"
+
+
+TWICE = """
+import atexit, os, signal, sys, time
+sys.path.insert(0, {root!r})
+from lab.signals import run_program
+
+
+def second_signal():  # arrives while the process ends (e.g. a second Ctrl-C)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+
+
+atexit.register(second_signal)
+
+
+def main():
+    if {by_main!r}:  # main reports its own stop (train.py, sweep.py) and returns its code
+        print("x.py: stopped by SIGTERM", file=sys.stderr)
+        return 143
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+
+
+run_program("x.py", main, "what is kept")
+"""
+
+
+@pytest.mark.parametrize("by_main", [False, True])
+def test_a_second_signal_while_stopping_adds_no_line_nor_changes_the_code(
+    tmp_path: Path, by_main: bool
+) -> None:
+    """SIGTERM then SIGINT: one line and 143 (it printed a second "interrupted by SIGINT while
+    exiting" line and exited 130)."""
+    script = tmp_path / "x.py"
+    script.write_text(textwrap.dedent(TWICE.format(root=str(ROOT), by_main=by_main)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 143
+    first = "x.py: stopped by SIGTERM" if by_main else "x.py: interrupted by SIGTERM; what is kept"
+    assert done.stderr == first + "\n"
