@@ -31,7 +31,7 @@ from lab.benchmark import (
 from lab.files import atomic_write, output_file
 from lab.report import format_table
 from lab.runtime import check_precision, configure_threads, resolve_device
-from lab.signals import run_main
+from lab.signals import exit_code, run_program
 
 STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see
@@ -111,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = measure(args, device, lengths, schemes, peers)
         results["peer_versions"] = library_versions(libraries)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.signals)
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
-        return 130
+        return exit_code(stop)  # 128 + the signal: 143 for SIGTERM, not always 130
     atomic_write(out, json.dumps(results, indent=2))
     print(f"\nwrote {args.out}")
     return 0
@@ -189,4 +189,4 @@ def measure(
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("bench.py", main, STOPPED))
+    run_program("bench.py", main, STOPPED)

@@ -47,7 +47,7 @@ from lab.evaluation import (
 from lab.files import writable_folder
 from lab.report import length_table, scheme_label, summary_table, write_reports
 from lab.runtime import configure_threads, resolve_device
-from lab.signals import run_main
+from lab.signals import run_program
 
 ERRORS = (ConfigError, OSError, ValueError)
 
@@ -175,4 +175,4 @@ def fail(error: Exception, run: Path | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("eval.py", main, STOPPED))
+    run_program("eval.py", main, STOPPED)

@@ -22,7 +22,7 @@ import torch
 
 from lab.files import writable_folder
 from lab.property_report import write_report
-from lab.signals import run_main
+from lab.signals import run_program
 from model.position import available_schemes
 
 STOPPED = (
@@ -69,4 +69,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("properties.py", main, STOPPED))
+    run_program("properties.py", main, STOPPED)

@@ -36,7 +36,7 @@ from lab.cluster import (
 from lab.config import ConfigError
 from lab.files import atomic_write
 from lab.machine import describe, machine_info
-from lab.signals import run_main
+from lab.signals import run_program
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
 from lab.workers import run_in_processes, stop_on_signals
 
@@ -239,4 +239,4 @@ def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: in
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("sweep.py", main, STOPPED))
+    run_program("sweep.py", main, STOPPED)

@@ -26,7 +26,7 @@ from lab.report import changed_task_options
 from lab.resume import resume_config
 from lab.runlock import RunLocked
 from lab.runtime import cpu_threads
-from lab.signals import exit_code, rank_prefix, run_main, signal_name
+from lab.signals import exit_code, rank_prefix, run_program, signal_name
 from lab.trainer import TrainingDiverged, TrainingInterrupted, train
 
 STOPPED = (
@@ -130,4 +130,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main("train.py", main, STOPPED))
+    run_program("train.py", main, STOPPED)

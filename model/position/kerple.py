@@ -9,7 +9,13 @@ so distant tokens are penalised far less. The reference code (chijames/KERPLE,
 to ``max(value, eps)`` (``self.bias_p.data = self.bias_p.data.clamp(min=self.eps)``), so an
 entry below the bound is used as ``eps`` and receives the gradient taken at ``eps``: it
 stays trainable. This module does the same once per forward pass, in :meth:`KerpleLog.prepare`
-(under ``no_grad``; ``torch.compile(fullgraph=True)`` traces it as an input mutation). An out
+(under ``no_grad``; ``torch.compile(fullgraph=True)`` traces it as an input mutation). The
+reset writes the parameters' ``.data``, as the reference does, so it does not bump their
+autograd version counter: a second forward pass before ``backward`` (two losses summed, an
+evaluation under ``no_grad`` in between) would otherwise make that ``backward`` fail with
+"modified by an inplace operation", although the reset changed no value it saved (entries are
+already >= ``eps`` after the first pass; an optimizer step in between bumps the version
+itself). An out
 of place clamp alone would not do: it passes no gradient below its bound, which would freeze
 such an entry for good (about 6% of initialisations with 4 heads start one there, as
 ``P(r1 < eps) + P(r2 < eps) = 1.5%`` per head at ``eps = 0.01``). Where every entry is at
@@ -71,12 +77,13 @@ class KerpleLog(PositionScheme):
         self.r2 = nn.Parameter(torch.rand(config.n_heads))
 
     def reset_to_bound(self) -> None:
-        """Set every entry of ``r1`` and ``r2`` below ``eps`` to ``eps``, in place and outside
-        autograd (the reference's reset of the parameters' data): the entry is then used, and
+        """Set every entry of ``r1`` and ``r2`` below ``eps`` to ``eps``, in place on their
+        ``.data``, outside autograd and its version counter (the reference's reset of the
+        parameters' data): the entry is then used, and
         differentiated, at ``eps``. A no-op on entries >= ``eps``."""
-        with torch.no_grad():
-            self.r1.clamp_(min=self.options.eps)
-            self.r2.clamp_(min=self.options.eps)
+        with torch.no_grad():  # on ``.data``: no version bump (see the module docstring)
+            self.r1.data.clamp_(min=self.options.eps)
+            self.r2.data.clamp_(min=self.options.eps)
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> Tensor | None:
         """Reset the parameters to the bound (:meth:`reset_to_bound`) once per forward pass,
