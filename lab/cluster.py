@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,32 @@ def submit_all(
         for spec, job in zip(specs, jobs, strict=True):
             records.append(job_record(spec, job))
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.signals)
-        waiting = [job.job_id for job in jobs[len(records) :]]
+        waiting = alive(jobs[len(records) :], executor)
         print(f"\n{still_running(waiting, executor)}", file=sys.stderr)
         return records, exit_code(stop) - 128
     return records, None
+
+
+def alive(jobs: list[Any], executor: Any, grace: float = 5.0) -> list[str]:
+    """Ids of ``jobs`` still running after a stop signal. A terminal's Ctrl-C (or a signal to
+    the process group) reaches submitit's local jobs too, since they share the sweep's process
+    group: their trainings save a checkpoint and end, so they are given ``grace`` seconds and
+    only the jobs still running then are named. SLURM jobs run elsewhere and are all named."""
+    if getattr(executor, "cluster", "slurm") != "local":
+        return [job.job_id for job in jobs]
+    deadline = time.monotonic() + grace
+    while True:
+        running = [job for job in jobs if not _done(job)]
+        if not running or time.monotonic() >= deadline:
+            return [job.job_id for job in running]
+        time.sleep(0.2)
+
+
+def _done(job: Any) -> bool:
+    try:
+        return bool(job.done())
+    except Exception:  # noqa: BLE001 - a job whose state cannot be read counts as running
+        return False
 
 
 def still_running(job_ids: list[str], executor: Any) -> str:

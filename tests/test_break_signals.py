@@ -181,3 +181,28 @@ def test_a_second_signal_while_stopping_adds_no_line_nor_changes_the_code(
     assert done.returncode == 143
     first = "x.py: stopped by SIGTERM" if by_main else "x.py: interrupted by SIGTERM; what is kept"
     assert done.stderr == first + "\n"
+
+
+class _Job:
+    def __init__(self, job_id: str, finishes_after: int) -> None:
+        self.job_id, self.polls = job_id, finishes_after
+
+    def done(self) -> bool:
+        self.polls -= 1
+        return self.polls < 0
+
+
+class _Executor:
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+
+
+def test_a_stopped_sweep_names_only_the_local_jobs_still_running() -> None:
+    """Ctrl-C in a terminal reaches submitit's local jobs too (same process group): those that
+    end within the grace time are not named as running; SLURM jobs are always named."""
+    from lab.cluster import alive
+
+    jobs = [_Job("11", finishes_after=1), _Job("12", finishes_after=10**6)]
+    assert alive(jobs, _Executor("local"), grace=1.0) == ["12"]
+    assert alive([_Job("21", 0), _Job("22", 0)], _Executor("local"), grace=1.0) == []
+    assert alive([_Job("31", 0)], _Executor("slurm")) == ["31"]
