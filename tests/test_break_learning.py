@@ -1,0 +1,71 @@
+"""Break-test regressions: a SECOND stop signal during a periodic evaluation (an impatient
+Ctrl-C, or a scheduler's SIGTERM after the user's) raises KeyboardInterrupt at once; the
+checkpoint that stop saves must still mark the evaluation pending, and the resumed run must
+stop where the uninterrupted one does, with each TensorBoard point once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config
+from test_trust_learning import logged_steps, same_weights
+
+import lab.run_logs
+from lab.checkpoint import load_checkpoint
+from lab.resume import resume_config
+from lab.trainer import TrainingInterrupted, train
+
+OVERRIDES = ["train.target_accuracy=0.001", "train.checkpoint_every=100"]
+
+
+def scored_by_tokens(monkeypatch: pytest.MonkeyPatch, twice_at: str | None = None) -> None:
+    """Score the periodic evaluation by token accuracy (see test_trust_learning); with
+    ``twice_at`` ("eval": at the step-10 evaluation's 2nd length, "loss": at its validation
+    loss, after the exact-match scalars are logged), send this process two SIGTERMs there."""
+    real_eval, real_loss, sent = lab.run_logs.evaluate_batch, lab.run_logs.validation_loss, []
+    calls = []
+
+    def two_signals() -> None:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # the second one raises KeyboardInterrupt
+
+    def scored(model, batch, *args):
+        calls.append(batch.length)
+        if twice_at == "eval" and not sent and len(calls) == 2:
+            two_signals()
+        result = real_eval(model, batch, *args)
+        return replace(result, exact_match=result.token_accuracy)
+
+    def loss(*args):
+        if twice_at == "loss" and not sent:
+            two_signals()
+        return real_loss(*args)
+
+    monkeypatch.setattr(lab.run_logs, "evaluate_batch", scored)
+    monkeypatch.setattr(lab.run_logs, "validation_loss", loss)
+
+
+@pytest.mark.parametrize("where", ["eval", "loss"])
+def test_a_second_signal_during_an_evaluation_keeps_it_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    scored_by_tokens(monkeypatch)
+    straight = train(tiny_config(tmp_path / "straight", *OVERRIDES))
+    assert straight.step == 10 and straight.reached_target
+    run_dir = tmp_path / "stopped"
+    scored_by_tokens(monkeypatch, twice_at=where)
+    with pytest.raises(TrainingInterrupted):
+        train(tiny_config(run_dir, *OVERRIDES))
+    state = load_checkpoint(run_dir)
+    assert state["step"] == 10 and state["eval_pending"] is True and not state["finished"]
+    scored_by_tokens(monkeypatch)
+    resumed = train(resume_config(run_dir), resume=True)
+    assert (resumed.step, resumed.finished, resumed.reached_target) == (10, True, True)
+    assert resumed.eval == straight.eval
+    assert same_weights(tmp_path / "straight", run_dir)
+    assert logged_steps(run_dir) == logged_steps(tmp_path / "straight") == ([10], [10], [10])
