@@ -116,7 +116,9 @@ class Run:
         result: what the run reports so far.
         group: the ranks training this model (one process without ``torchrun``).
         eval_pending: the periodic evaluation of ``step`` was stopped before it finished;
-            saved in the checkpoint, and redone first on resume (:func:`periodic_check`).
+            saved in the checkpoint, and redone first on resume (:func:`periodic_check`). Also
+            set by a resume whose ``train.steps`` is exactly the steps taken: the final
+            evaluation of that cap is due (:func:`lab.resume.restore`).
     """
 
     config: Config

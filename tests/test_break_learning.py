@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import tiny_config
+from conftest import interrupt_at, tiny_config
 from test_trust_learning import logged_steps, same_weights
 
 import lab.run_logs
@@ -69,3 +69,23 @@ def test_a_second_signal_during_an_evaluation_keeps_it_pending(
     assert resumed.eval == straight.eval
     assert same_weights(tmp_path / "straight", run_dir)
     assert logged_steps(run_dir) == logged_steps(tmp_path / "straight") == ([10], [10], [10])
+
+
+@pytest.mark.parametrize("stop_at", [15, 10])  # between evaluations / right after one
+def test_a_resume_at_exactly_its_budget_ends_with_one_final_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_at: int
+) -> None:
+    """``--resume RUN train.steps=N`` with N the steps taken: the run's cap is this step, so its
+    final periodic evaluation (and early-stopping test) must run at it, as in a run whose budget
+    was N, and its TensorBoard points be there once (the final samples were logged twice at an
+    evaluation step; between evaluations the run ended on an older step's evaluation)."""
+    interrupt_at(monkeypatch, stop_at)
+    with pytest.raises(TrainingInterrupted):
+        train(tiny_config(tmp_path, "train.target_accuracy=1.0"))
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path)["step"] == stop_at
+    result = train(resume_config(tmp_path, [f"train.steps={stop_at}"]), resume=True)
+    assert (result.step, result.finished, result.reached_target) == (stop_at, True, False)
+    state = load_checkpoint(tmp_path)
+    assert state["finished"] is True and state["eval_pending"] is False
+    assert logged_steps(tmp_path) == ([10, stop_at] if stop_at != 10 else [10],) * 3
