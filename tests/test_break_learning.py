@@ -15,7 +15,7 @@ from conftest import interrupt_at, tiny_config
 from test_trust_learning import logged_steps, same_weights
 
 import lab.run_logs
-from lab.checkpoint import load_checkpoint
+from lab.checkpoint import EVENTS, clear_run, is_run, load_checkpoint
 from lab.resume import resume_config
 from lab.trainer import TrainingInterrupted, train
 
@@ -89,3 +89,30 @@ def test_a_resume_at_exactly_its_budget_ends_with_one_final_evaluation(
     state = load_checkpoint(tmp_path)
     assert state["finished"] is True and state["eval_pending"] is False
     assert logged_steps(tmp_path) == ([10, stop_at] if stop_at != 10 else [10],) * 3
+
+
+def test_a_clear_cut_short_leaves_a_folder_that_can_be_cleared_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh start (or ``--overwrite``) clears a crashed run's files; if that is cut short
+    (a failing delete, a kill), the folder must still be one the next start can clear: the
+    files proving it is a run (``config.yaml`` and the events) are deleted last. They were
+    deleted first (alphabetical), leaving events or reports that neither a fresh start nor
+    ``--overwrite`` would touch."""
+    train(tiny_config(tmp_path))
+    (tmp_path / "eval.json").write_text("{}")
+    real_unlink = Path.unlink
+
+    def unlink(path: Path, missing_ok: bool = False) -> None:
+        if path.match(EVENTS):
+            raise PermissionError(f"cannot delete {path}")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(PermissionError):
+        clear_run(tmp_path)
+    monkeypatch.undo()
+    assert is_run(tmp_path)  # config.yaml and the events are still there
+    assert not (tmp_path / "eval.json").exists()
+    clear_run(tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if p.name != ".lock"] == []
