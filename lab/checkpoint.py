@@ -265,7 +265,14 @@ def clear_run(run_dir: str | Path) -> list[Path]:
             "replaces only runs, so nothing was deleted; pick another run_dir"
         )
     writable_folder(run_dir)
-    doomed = run_files(run_dir)
+
+    def last_the_proof(path: Path) -> tuple[bool, bool]:
+        # what makes the folder a run (is_run: config.yaml with the events) goes last, so a
+        # clear cut short (a crash, a failing delete) leaves a folder that is still a run, or
+        # one that holds a config.yaml alone; either may be started or cleared again
+        return path == run_dir / CONFIG_NAME, path.parent == run_dir and path.match(EVENTS)
+
+    doomed = sorted(run_files(run_dir), key=last_the_proof)
     for path in doomed:
         path.unlink(missing_ok=True)
     for folder in (run_dir / name for name in RUN_FOLDERS):

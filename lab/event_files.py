@@ -22,11 +22,14 @@ TRAINING_EVENTS = "events.out.tfevents.*"
 is a length, not a training step) and are left alone."""
 
 
-def drop_events_after(run_dir: str | Path, step: int) -> list[Path]:
+def drop_events_after(run_dir: str | Path, step: int, redo_eval: bool = False) -> list[Path]:
     """Rewrite every training event file of ``run_dir`` without its summaries of steps after
     ``step`` (the checkpoint a run resumes from); other records (file version, session logs,
-    the layout) stay. Each file is replaced atomically (:func:`lab.files.atomic_writer`), and
-    files that need no change are not touched. Call it only under the run folder's lock.
+    the layout) stay. With ``redo_eval`` (the checkpoint's periodic evaluation is pending and
+    will be redone), the summaries of ``step`` itself other than the training scalars
+    (``train/*``) go too: a stop that cut the evaluation short may have logged part of it. Each
+    file is replaced atomically (:func:`lab.files.atomic_writer`), and files that need no change
+    are not touched. Call it only under the run folder's lock.
 
     Returns:
         the rewritten files.
@@ -39,7 +42,7 @@ def drop_events_after(run_dir: str | Path, step: int) -> list[Path]:
         if path.is_symlink() or not path.is_file() or path.name.endswith(".extrapolation"):
             continue
         records = list(RawEventFileLoader(str(path)).Load())
-        kept = [raw for raw in records if not _after(raw, step)]
+        kept = [raw for raw in records if not _after(raw, step, redo_eval)]
         if len(kept) == len(records):
             continue
         with atomic_writer(path) as file:
@@ -50,7 +53,13 @@ def drop_events_after(run_dir: str | Path, step: int) -> list[Path]:
     return changed
 
 
-def _after(raw: bytes, step: int) -> bool:
-    """The record is a summary (scalars, text, images) logged at a step after ``step``."""
+def _after(raw: bytes, step: int, redo_eval: bool = False) -> bool:
+    """The record is a summary (scalars, text, images) logged at a step after ``step``; with
+    ``redo_eval``, or one at ``step`` that is not a training scalar (``train/*``)."""
     event = event_pb2.Event.FromString(raw)
-    return event.HasField("summary") and event.step > step
+    if not event.HasField("summary"):
+        return False
+    if event.step > step:
+        return True
+    tags = [value.tag for value in event.summary.value]
+    return redo_eval and event.step == step and any(not t.startswith("train/") for t in tags)

@@ -116,7 +116,9 @@ class Run:
         result: what the run reports so far.
         group: the ranks training this model (one process without ``torchrun``).
         eval_pending: the periodic evaluation of ``step`` was stopped before it finished;
-            saved in the checkpoint, and redone first on resume (:func:`periodic_check`).
+            saved in the checkpoint, and redone first on resume (:func:`periodic_check`). Also
+            set by a resume whose ``train.steps`` is exactly the steps taken: the final
+            evaluation of that cap is due (:func:`lab.resume.restore`).
     """
 
     config: Config
@@ -263,8 +265,8 @@ def train(
             if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
                 clear_run(run_dir)
             remove_partial_writes(run_dir)
-            if state is not None:  # steps a killed process logged after its checkpoint
-                drop_events_after(run_dir, run.step)
+            if state is not None:  # steps a killed process logged after its checkpoint, and
+                drop_events_after(run_dir, run.step, run.eval_pending)  # a cut-short evaluation
         if run.result.finished:
             return run.result
         if group.is_main:
@@ -425,20 +427,23 @@ def periodic_check(
     """
     config, r, group = run.config, run.result, run.group
     evals = None
+    # pending until its samples are logged: a second signal raises KeyboardInterrupt anywhere
+    # in here, and the checkpoint that stop saves must still say the evaluation is to redo
+    run.eval_pending = True
     if group.is_main:  # the other ranks wait for its result
         evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
     evals = group.from_main(evals)
     if evals is None:  # a stop arrived during the evaluation: every rank stops now
-        run.eval_pending = True
         raise KeyboardInterrupt
-    run.eval_pending = False
     r.eval = evals
     r.reached_target = reached_target(evals, config.train.target_accuracy)
     if run.step >= config.train.steps or r.reached_target:
         r.finished = True
+        run.eval_pending = False  # (the final samples are written under a shield)
         return True
     if writer is not None:  # samples at every evaluation; the last ones after the loop
         write_samples(run.model, task, config, writer, run.step)
+    run.eval_pending = False
     return False
 
 
