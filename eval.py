@@ -44,8 +44,15 @@ from lab.evaluation import (
     find_runs,
     load_run,
 )
-from lab.files import writable_folder
-from lab.report import length_table, scheme_label, summary_table, write_reports
+from lab.files import check_not_folders, writable_folder
+from lab.report import (
+    EVAL_NAME,
+    REPORT_NAMES,
+    length_table,
+    scheme_label,
+    summary_table,
+    write_reports,
+)
 from lab.runtime import configure_threads, resolve_device
 from lab.signals import run_main
 
@@ -89,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.path)
     try:
         writable_folder(out, create=False)  # created when the first file is written into it
+        check_not_folders(out, REPORT_NAMES)
     except OSError as error:
         return fail(error)
     status = 0
@@ -164,6 +172,7 @@ def plan_run(
             f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
             "would be replaced: give --out a folder of its own"
         )
+    check_not_folders(write_to, [EVAL_NAME])
     return run, eval_config, writable_folder(write_to, create=False), steps
 
 
