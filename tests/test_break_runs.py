@@ -263,3 +263,35 @@ def test_an_eval_json_whose_multiples_are_not_its_lengths_is_re_evaluated(
     (run / "eval.json").write_text(json.dumps(result))
     assert load_evaluation(run) is None
     assert "summary.at[" in capsys.readouterr().err
+
+
+def test_eval_with_an_empty_out_writes_nothing(finished_run, tmp_path, capsys) -> None:
+    """`eval.py RUN --out "$UNSET"` wrote the reports into the run folder."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = sorted(p.name for p in run.iterdir())
+    assert eval_cli.main([str(run), "--out", "", "--no-progress"]) == 2
+    assert "--out is empty" in one_error_line(capsys)
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_eval_refuses_a_linked_out_folder_before_evaluating_any_run(
+    finished_run, tmp_path, capsys, monkeypatch
+):
+    """With two runs, `--out DIR` where DIR/b -> elsewhere evaluated run a first."""
+    parent = tmp_path / "runs"
+    for name in ("a", "b"):
+        shutil.copytree(finished_run, parent / name)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "b").symlink_to(outside, target_is_directory=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("evaluated before refusing")
+
+    monkeypatch.setattr(eval_cli, "evaluate_run", refuse)
+    argv = [str(parent), "--out", str(tmp_path / "out"), "--no-progress"]
+    assert eval_cli.main(argv) == 2
+    assert "is a symbolic link" in one_error_line(capsys)
+    assert not any(outside.iterdir())
