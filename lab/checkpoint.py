@@ -168,6 +168,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "finished": (lambda v: isinstance(v, bool), "true or false"),
     "final_loss": (lambda v: isinstance(v, float) or _is_int(v), "a number"),
     "eval": (lambda v: isinstance(v, dict), "a dict"),
+    "reached_target": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
+    "eval_pending": (lambda v: isinstance(v, bool), "true or false"),
     "history": (
         lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
         "a list of dicts",

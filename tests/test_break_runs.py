@@ -295,3 +295,20 @@ def test_eval_refuses_a_linked_out_folder_before_evaluating_any_run(
     assert eval_cli.main(argv) == 2
     assert "is a symbolic link" in one_error_line(capsys)
     assert not any(outside.iterdir())
+
+
+@pytest.mark.parametrize(("field", "value"), [("reached_target", "yes"), ("eval_pending", 1)])
+def test_a_checkpoints_training_record_of_another_type_is_refused(
+    finished_run, tmp_path, field, value
+):
+    """`reached_target: "yes"` was read as not reached (a learned run reported as not learned),
+    `eval_pending: 1` as no evaluation pending (a stopped evaluation never redone)."""
+    folder = checkpoint_with(finished_run, tmp_path, **{field: value})
+    with pytest.raises(ValueError, match=f"its {field!r} is"):
+        load_checkpoint(folder)
+
+
+def test_every_field_of_a_real_checkpoint_has_a_type_check(finished_run: Path) -> None:
+    from lab.checkpoint import FIELDS
+
+    assert set(torch.load(checkpoint_path(finished_run), weights_only=True)) <= set(FIELDS)
