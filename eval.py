@@ -44,8 +44,15 @@ from lab.evaluation import (
     find_runs,
     load_run,
 )
-from lab.files import writable_folder
-from lab.report import length_table, scheme_label, summary_table, write_reports
+from lab.files import check_not_folders, linked_below, writable_folder
+from lab.report import (
+    EVAL_NAME,
+    REPORT_NAMES,
+    length_table,
+    scheme_label,
+    summary_table,
+    write_reports,
+)
 from lab.runtime import configure_threads, resolve_device
 from lab.signals import run_program
 
@@ -79,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.path is None:  # checked here: argparse would also call the optional overrides required
         parser.error("the following argument is required: path")
     try:
+        if args.out is not None and not args.out.strip():  # e.g. --out "$UNSET"
+            raise ConfigError(
+                "--out is empty; give a folder for the reports, or leave --out out to write "
+                "into each run"
+            )
         apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
         device = resolve_device(args.device)
         configure_threads(args.threads)
@@ -89,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.path)
     try:
         writable_folder(out, create=False)  # created when the first file is written into it
+        check_not_folders(out, REPORT_NAMES)
     except OSError as error:
         return fail(error)
     status = 0
@@ -164,6 +177,13 @@ def plan_run(
             f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
             "would be replaced: give --out a folder of its own"
         )
+    link = linked_below(write_to, out) if out is not None else None
+    if link is not None:  # refused here, before any run is evaluated (again at the writes)
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(out)!r} through a link (remove or rename it)"
+        )
+    check_not_folders(write_to, [EVAL_NAME])
     return run, eval_config, writable_folder(write_to, create=False), steps
 
 

@@ -38,7 +38,7 @@ from lab.files import atomic_write
 from lab.machine import describe, machine_info
 from lab.signals import run_program
 from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
-from lab.workers import run_in_processes, stop_on_signals
+from lab.workers import MAX_WORKERS, run_in_processes, stop_on_signals
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         default=0,
-        help="parallel runs (default: one per GPU, else one per CPU core)",
+        help="parallel runs (default: one per GPU, else one per CPU core; never more than "
+        "the runs, at most 256)",
     )
     parser.add_argument(
         "--overwrite",
@@ -104,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.config and args.quick:
             raise ConfigError("give --config or --quick, not both")
-        if args.workers < 0:
-            raise ConfigError(f"--workers={args.workers} is invalid; it must be >= 0 (0 = auto)")
+        if not 0 <= args.workers <= MAX_WORKERS:
+            raise ConfigError(
+                f"--workers={args.workers} is invalid; it must be >= 0 (0 = auto) and <= "
+                f"{MAX_WORKERS}"
+            )
         cluster = ClusterOptions(
             args.partition, args.time_min, args.gpus, args.cpus, args.account, args.qos
         )
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         if signum is not None:  # the jobs go on; submit_all said so
             return 128 + signum
     else:
-        workers = args.workers or min(len(specs), torch.cuda.device_count() or os.cpu_count() or 1)
+        workers = min(len(specs), args.workers or torch.cuda.device_count() or os.cpu_count() or 1)
         print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
         records, signum = run_all(specs, workers, torch.cuda.device_count())
     if signum is not None:
@@ -196,10 +200,17 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]
     stopped = [r for r in records if r["status"] == "interrupted"]
-    paths = write_reports(results, out_dir) if results else {}
-    if results:
+    paths, unwritten = {}, None
+    try:  # a folder or link planted in out_dir since the sweep began: refused, one line
+        paths = write_reports(results, out_dir) if results else {}
+    except (OSError, ValueError) as error:
+        unwritten = f"error: the report was not written: {error}"
+    if results and not unwritten:
         paths["timing"] = write_timing(records, out_dir, seconds, workers)
-        paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
+        try:
+            paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
+        except (OSError, ValueError) as error:
+            unwritten = f"error: the TensorBoard mean runs were not written: {error}"
     print()
     if results:
         print(summary_table(results, out_dir))
@@ -219,10 +230,12 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         )
     for name, path in paths.items():
         print(f"{name}: {path}")
+    if unwritten:
+        print(unwritten, file=sys.stderr)
     print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
-    if results:
+    if "tensorboard_means" in paths:
         print(f"  one line per scheme (mean over seeds), smoothing 0: {tensorboard_url()}")
-    return 1 if failed or stopped else 0
+    return 1 if failed or stopped or unwritten else 0
 
 
 def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from lab.config import config_from_dict
+from lab.config import MAX_STEPS, config_from_dict
 from lab.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.runlock import LOCK_NAME
 
@@ -162,12 +162,14 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "config": (lambda v: isinstance(v, dict), "a dict"),
     "optimizer": (lambda v: isinstance(v, dict), "a dict"),
     "scheduler": (lambda v: isinstance(v, dict), "a dict"),
-    "step": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "step": (lambda v: _is_int(v) and 0 <= v <= MAX_STEPS, f"an integer >= 0 and <= {MAX_STEPS}"),
     "rng": (_is_rng, "a dict of generator states (python, torch)"),
     "rank_rng": (lambda v: isinstance(v, list) and all(map(_is_rng, v)), "a list of rng dicts"),
     "finished": (lambda v: isinstance(v, bool), "true or false"),
     "final_loss": (lambda v: isinstance(v, float) or _is_int(v), "a number"),
     "eval": (lambda v: isinstance(v, dict), "a dict"),
+    "reached_target": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
+    "eval_pending": (lambda v: isinstance(v, bool), "true or false"),
     "history": (
         lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
         "a list of dicts",
@@ -283,6 +285,24 @@ def clear_run(run_dir: str | Path) -> list[Path]:
             if not any(folder.iterdir()):
                 folder.rmdir()
     return doomed
+
+
+def check_trainer_paths(run_dir: str | Path) -> None:
+    """Check that the files only the training writes (:data:`TRAINER_FILES`) can be written
+    into ``run_dir``: none of them is a folder (a file or a link there is replaced atomically).
+    Called before anything is deleted or trained, so that ``--overwrite`` never clears a run
+    and then fails at its first save.
+
+    Raises:
+        IsADirectoryError: one line naming the folder in the way (nothing deleted).
+    """
+    for name in TRAINER_FILES:
+        path = Path(run_dir) / name
+        if path.is_dir() and not path.is_symlink():
+            raise IsADirectoryError(
+                f"run_dir={str(run_dir)!r} holds a folder named {name}, where the run writes "
+                f"its {name}; remove or rename that folder (nothing was deleted or trained)"
+            )
 
 
 def check_fresh_start(run_dir: str | Path, files: bool = True) -> bool:

@@ -504,7 +504,8 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     """Rebuild a saved :class:`Config` (from a checkpoint or ``config.yaml``).
 
     Raises:
-        ConfigError: the values do not fit this version's config (one line).
+        ConfigError: the values do not fit this version's config, or a saved
+            ``model.vocab_size`` is not the vocabulary of the saved task (one line).
     """
     try:
         if isinstance(values.get("model"), dict):  # runs saved before model.options existed
@@ -516,6 +517,14 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     except (OmegaConfBaseException, ValueError) as error:
         raise ConfigError(f"saved config is incompatible: {_one_line(error)}") from None
     assert isinstance(config, Config)
+    saved = values.get("model", {}).get("vocab_size") if isinstance(values, dict) else None
+    vocab = config.data.build_task().vocab_size
+    if saved is not None and saved != vocab:  # its weights would be run on another task's tokens
+        raise ConfigError(
+            f"saved config is inconsistent: model.vocab_size={saved}, but its task "
+            f"{config.data.task!r} has {vocab} tokens (a config naming another task than the "
+            "one the run was trained on?)"
+        )
     return config
 
 

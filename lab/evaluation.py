@@ -95,7 +95,8 @@ def load_evaluation(
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
     Current means: valid JSON that follows :data:`lab.report.SCHEMA` and is consistent
-    (:func:`lab.report.inconsistency`; a damaged or hand-edited file is treated as missing, with
+    (:func:`lab.report.inconsistency`; a damaged or hand-edited file, nested too deep for
+    Python's JSON reader included, is treated as missing, with
     a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
     written after the checkpoint, computed from this very checkpoint (its
     ``checkpoint.sha256``: an ``eval.json`` of another run copied or written into this folder
@@ -112,7 +113,7 @@ def load_evaluation(
         problem = inconsistency(result)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, jsonschema.ValidationError) as error:
+    except (OSError, ValueError, RecursionError, jsonschema.ValidationError) as error:
         problem = str(error).splitlines()[0]
     if problem is not None:
         print(f"warning: {path}: {problem}; treated as missing", file=sys.stderr)

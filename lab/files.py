@@ -157,6 +157,23 @@ def safe_folder(path: str | Path, root: str | Path) -> Path:
     return path
 
 
+def check_not_folders(folder: str | Path, names: tuple[str, ...] | list[str]) -> None:
+    """Check, before any work, that no file a command will write into ``folder`` under
+    ``names`` is a folder in the way (a file or a link there is replaced atomically, a folder
+    would fail the write after the work, with some of the files already written).
+
+    Raises:
+        IsADirectoryError: one line naming the first such folder.
+    """
+    for name in names:
+        path = Path(folder) / name
+        if path.is_dir() and not path.is_symlink():
+            raise IsADirectoryError(
+                f"{str(path)!r} is a folder, where the file {name} is written; remove or rename "
+                "it (nothing was written)"
+            )
+
+
 def output_file(name: str, flag: str = "--out") -> Path:
     """The file a command will write its results to, checked before its work: a file name in
     an existing, writable folder.

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from data import available_tasks, task_class
 from lab.config import migrate_data_keys
-from lab.files import atomic_write, atomic_writer
+from lab.files import atomic_write, atomic_writer, check_not_folders
 from lab.learned import is_learned
 from lab.stats import t_interval
 from lab.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
@@ -162,12 +162,15 @@ it and ``summary.in_dist`` by :func:`lab.learned.not_learned_reason`."""
 
 def inconsistency(result: dict[str, Any]) -> str | None:
     """What makes a schema-valid ``eval.json`` dict (:data:`SCHEMA`) unusable, in a few words, or
-    None: a NaN or infinite number (JSON readers accept them), lengths not strictly increasing,
+    None: a NaN or infinite number (JSON readers accept them), a scheme, task, seed or training
+    range other than its own ``config``'s (a hand-edited file would put the run in another
+    row), lengths not strictly increasing,
     a grid length that was not evaluated, a training range whose ends are swapped, an evaluated
     length without its figures or with figures that disagree (a Wilson interval not around its
     exact-match, a ``correct`` string not one character per sample or not giving the
-    exact-match, pair accuracy without pairs), or an in-distribution figure that is not the
-    mean over the grid lengths in the training range. Reports draw error bars and pair
+    exact-match, pair accuracy without pairs), a figure at a multiple of the longest training
+    length (``summary.at``) that is not that length's, or an in-distribution figure that is not
+    the mean over the grid lengths in the training range. Reports draw error bars and pair
     sequences from these fields, so each one would otherwise be a traceback on every re-run.
     """
     bad = _non_finite(result)
@@ -182,10 +185,34 @@ def inconsistency(result: dict[str, Any]) -> str | None:
     low, high = result["train_lengths"]
     if low > high:
         return f"train_lengths {[low, high]} are not a range"
+    config = result["config"]
+    model, data = (v if isinstance(v, dict) else {} for v in (config["model"], config["data"]))
+    recorded = {  # what the file says at its top level -> what its own run config says
+        "position": model.get("position", result["position"]),
+        "task": data.get("task", result["task"]),
+        "seed": config["seed"],
+    }
+    for key, value in recorded.items():
+        if result[key] != value:
+            return f"{key} {result[key]!r} is not its config's {value!r}"
+    ends = [data.get("train_min_length") or low, data.get("train_max_length") or high]
+    if ends != [low, high]:
+        return f"train_lengths {[low, high]} are not its config's {ends}"
     for row in result["lengths"]:
         problem = _row_inconsistency(row)
         if problem:
             return f"length {row['length']}: {problem}"
+    factor = (config["eval"] if isinstance(config["eval"], dict) else {}).get("max_length_factor")
+    if isinstance(factor, (int, float)):
+        from lab.extrapolation import multiple_lengths
+
+        rows = {row["length"]: row for row in result["lengths"]}
+        at = result["summary"]["at"]
+        for label, length in multiple_lengths(high, factor).items():
+            row = rows.get(length, {"supported": False})
+            value = row["exact_match"] if row["supported"] else None
+            if label not in at or at[label] != value:
+                return f"summary.at[{label!r}]={at.get(label)} is not the exact-match at {length}"
     inside = [row for row in result["lengths"] if row["length"] in grid and low <= row["length"]]
     inside = [row for row in inside if row["length"] <= high]
     in_dist = result["summary"]["in_dist"]
@@ -592,6 +619,17 @@ def position_options(results: list[dict[str, Any]], out_dir: str | Path) -> list
     return lines
 
 
+REPORT_NAMES = (
+    "results.csv",
+    "results.json",
+    "report.md",
+    "accuracy_vs_length.png",
+    "learning_speed.png",
+    "order_sensitivity.png",
+)
+"""The files :func:`write_reports` writes into its folder."""
+
+
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
     """Write ``results.csv``, ``results.json``, ``report.md`` and ``accuracy_vs_length.png``.
 
@@ -602,8 +640,13 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
     Returns:
         ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path
         written.
+
+    Raises:
+        IsADirectoryError: a folder stands where one of :data:`REPORT_NAMES` goes (checked
+            before any is written).
     """
     out = Path(out_dir)
+    check_not_folders(out, REPORT_NAMES)
     out.mkdir(parents=True, exist_ok=True)
     results = ordered(results)
     paths = {

@@ -45,7 +45,8 @@ from lab.config import (
     load_yaml,
     with_overrides,
 )
-from lab.files import linked_below, writable_folder
+from lab.files import check_not_folders, linked_below, writable_folder
+from model import ModelConfig
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -184,11 +185,12 @@ def expand(sweep: Sweep) -> list[RunSpec]:
     """Every distinct run of the grid as a :class:`RunSpec`, in grid order.
 
     Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
-    run's grid values. A grid value of another task's options (``data.options.T.KEY`` in a run
-    of another task) changes nothing that run computes: it is left out of that run's name and
+    run's grid values. A grid value of another task's or position scheme's options
+    (``data.options.T.KEY`` in a run of another task, ``model.options.S.KEY`` in a run of
+    another scheme) changes nothing that run computes: it is left out of that run's name and
     settings. Grid points that resolve to the same run config (:func:`run_identity`: values
-    spelled differently, ``seed=0,00``, or differing only in another task's options) are one
-    run, the first one's; ``aliases`` names the others.
+    spelled differently, ``seed=0,00``, or differing only in another task's or scheme's
+    options) are one run, the first one's; ``aliases`` names the others.
 
     Grid keys under :data:`EVAL_AXIS` give one spec several ``evaluations`` instead of several
     specs, after its as-trained one (``when`` blocks that match them may set ``eval.*`` values
@@ -242,8 +244,13 @@ def expand(sweep: Sweep) -> list[RunSpec]:
 def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
     """One grid point's run name, evaluation label, run overrides (``run_dir`` last) and
     evaluation overrides; grid values of another task's options are left out of all four."""
-    task = _task_of([*sweep.base, *sweep.command_line, *(f"{k}={v}" for k, v in chosen.items())])
-    chosen = {k: v for k, v in chosen.items() if not _other_task_option(k, task)}
+    given = [*sweep.base, *sweep.command_line, *(f"{k}={v}" for k, v in chosen.items())]
+    task, position = _task_of(given), _position_of(given)
+    chosen = {
+        k: v
+        for k, v in chosen.items()
+        if not _other_task_option(k, task) and not _other_scheme_option(k, position)
+    }
     trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
     evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
     extra = [
@@ -269,12 +276,14 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
 
 def run_identity(config: Config) -> str:
     """What a run computes, as text: its whole config except ``run_dir`` and the options
-    sections of tasks other than its own (which it never reads). Two grid points with the
-    same identity are one run (:func:`expand`)."""
+    sections of tasks and position schemes other than its own (which it never reads: a scheme
+    is built from its own section alone). Two grid points with the same identity are one run
+    (:func:`expand`)."""
     values = config_to_dict(config)
     values.pop("run_dir")
-    data = values["data"]
+    data, model = values["data"], values["model"]
     data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
+    model["options"] = {k: v for k, v in model["options"].items() if k == model["position"]}
     return json.dumps(values, sort_keys=True, default=str)
 
 
@@ -293,6 +302,19 @@ def _task_of(overrides: list[str]) -> str:
     """The task the last ``data.task=`` of ``overrides`` names (the default task if none)."""
     tasks = [o.partition("=")[2] for o in overrides if o.partition("=")[0] == "data.task"]
     return tasks[-1] if tasks else DataConfig.task
+
+
+def _position_of(overrides: list[str]) -> str:
+    """The scheme the last ``model.position=`` of ``overrides`` names (the default if none)."""
+    schemes = [o.partition("=")[2] for o in overrides if o.partition("=")[0] == "model.position"]
+    return schemes[-1] if schemes else ModelConfig.position
+
+
+def _other_scheme_option(key: str, position: str) -> bool:
+    """``key`` is an option of another position scheme than ``position``
+    (``model.options.OTHER.KEY``)."""
+    parts = key.split(".")
+    return len(parts) > 3 and parts[:2] == ["model", "options"] and parts[2] != position
 
 
 def _other_task_option(key: str, task: str) -> bool:
@@ -340,9 +362,11 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
     device exists, and every run already there was trained with the settings this sweep
     asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
-    a question it was not trained on. With ``overwrite``, runs trained with other settings are
-    marked to be replaced (``spec.overwrite``); the training replaces each under its folder's
-    lock, after checking everything (:func:`lab.trainer.train`), so nothing is deleted here.
+    a question it was not trained on; nor is ``out_dir/_sweep`` (or its ``mean`` or ``figures``)
+    a link or a file, nor a report file's name a folder. With ``overwrite``, runs trained with
+    other settings are marked to be replaced (``spec.overwrite``); the training replaces each
+    under its folder's lock, after checking everything (:func:`lab.trainer.train`), so
+    nothing is deleted here.
 
     Raises:
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
@@ -350,9 +374,20 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
         ValueError: a device this machine does not have (one line).
         OSError: the folder cannot be written, or a run folder is a symbolic link.
     """
+    from lab.report import REPORT_NAMES
     from lab.runtime import resolve_device
+    from lab.sweep_tensorboard import SWEEP_RUNS
 
     writable_folder(sweep.out_dir)
+    check_not_folders(sweep.out_dir, [*REPORT_NAMES, "sweep.json"])
+    for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
+        link = linked_below(Path(sweep.out_dir) / SWEEP_RUNS / sub, sweep.out_dir)
+        if link is not None or (Path(sweep.out_dir) / SWEEP_RUNS).is_file():
+            raise OSError(
+                f"refusing to write into {str(link or Path(sweep.out_dir) / SWEEP_RUNS)!r}: it "
+                f"is a symbolic link or a file; a sweep writes only below "
+                f"out_dir={sweep.out_dir!r} (remove or rename it)"
+            )
     changed = {}
     for spec in specs:
         config = load_config(None, spec.overrides)

@@ -27,6 +27,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.tensorboard import SummaryWriter
 
 from lab.aggregate import groups, tasks
+from lab.files import safe_folder
 from lab.learned import learned_only, not_learned_reason
 from lab.report import plot_accuracy_vs_length, run_label
 from lab.run_logs import COMPARE_CHARTS
@@ -58,18 +59,25 @@ def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
         The ``OUT_DIR/_sweep`` folder.
 
     Raises:
-        OSError: ``OUT_DIR/_sweep`` is a symlink or not a folder (nothing is written).
+        OSError: ``OUT_DIR/_sweep`` or a folder below it is a symlink or not a folder (every
+            folder is checked, and created, before anything is written: writes never follow a
+            link out of ``OUT_DIR``).
+        ValueError: a task name that would leave ``OUT_DIR/_sweep`` (``..``).
     """
     root = clear(Path(out_dir) / SWEEP_RUNS)
+    means = []  # (task, label, runs, folder)
+    for task in tasks(results):
+        used: set[str] = set()
+        for label, runs in groups(results, task).items():
+            means.append((task, label, runs, root / "mean" / task / folder_name(label, used)))
+    for folder in [root / "figures", *(m[3] for m in means)]:
+        safe_folder(folder, out_dir)
     with SummaryWriter(str(root / "figures"), filename_suffix=SUFFIX) as writer:
         writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
         writer.add_figure("sweep/learning_speed", learning_speed_figure(results), 0)
         writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
-    for task in tasks(results):
-        used: set[str] = set()
-        for label, runs in groups(results, task).items():
-            folder = root / "mean" / task / folder_name(label, used)
-            write_mean_run(task, label, runs, folder, out_dir)
+    for task, label, runs, folder in means:
+        write_mean_run(task, label, runs, folder, out_dir)
     return root
 
 

@@ -20,6 +20,7 @@ from data import Batch, Task
 from lab.batches import training_batch
 from lab.checkpoint import (
     check_fresh_start,
+    check_trainer_paths,
     checkpoint_path,
     clear_run,
     find_checkpoint,
@@ -258,6 +259,8 @@ def train(
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
+        if group.is_main:
+            check_trainer_paths(run_dir)  # before anything is deleted or trained
         leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
         state = load_checkpoint(run_dir, device) if resume else None
         run = start_run(config, state, device, group)

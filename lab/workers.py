@@ -30,6 +30,11 @@ from lab.runtime import handling_stop_signals
 ORPHAN_GRACE_S = 60.0
 """Seconds an orphaned worker may take to save its checkpoint before it exits regardless."""
 
+MAX_WORKERS = 256
+"""Most parallel runs of ``sweep.py --workers``: each worker is a Python process holding
+PyTorch (about 300 MB before its model), so 256 already ask for tens of GB; a typo such as
+``--workers 1000`` is refused by name instead of starting a process per run."""
+
 Job = Callable[..., dict[str, Any]]
 """``job(spec, device, threads, should_stop) -> record``: a picklable module-level function
 whose record holds at least ``name`` and ``status``."""
