@@ -22,6 +22,7 @@ import json
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -145,7 +146,8 @@ def fingerprints_elsewhere(names: list[str], span: int) -> dict[str, str]:
         RuntimeError: the child process failed; its last error line is in the message.
     """
     command = [sys.executable, "-m", "lab.fingerprints", str(span), *names]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    root = Path(__file__).resolve().parent.parent  # the project, whatever the caller's folder
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"fingerprint process failed: {last}")
