@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.foreground import foreground
+
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 60
 
@@ -68,6 +70,7 @@ def start(tmp_path: Path, status: object = 0, at_exit: bool = False) -> subproce
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=foreground,
     )
 
 

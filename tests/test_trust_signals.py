@@ -28,6 +28,7 @@ from lab.cluster import still_running
 from lab.signals import STOP_SIGNALS, Stopped, deferred, run_main
 from lab.trainer import train as train_run
 from tests.conftest import TINY_RUN, tiny_config
+from tests.foreground import foreground
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 120
@@ -43,8 +44,14 @@ SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 
 @pytest.fixture
 def handlers() -> Iterator[None]:
-    """Give this process its stop-signal handlers back after an in-process test."""
+    """Give this process its stop-signal handlers back after an in-process test; during it,
+    the actions of a foreground process (a runner started in the background has SIGINT
+    ignored, which the code under test rightly leaves alone)."""
     saved = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in STOP_SIGNALS:
+        if signum != signal.SIGINT:
+            signal.signal(signum, signal.SIG_DFL)
     yield
     for signum, action in saved.items():
         signal.signal(signum, action)
@@ -60,6 +67,7 @@ def start(command: list[str], tmp_path: Path, **env: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=foreground,
     )
 
 
@@ -185,6 +193,7 @@ def test_an_orphaned_torchrun_rank_stops_at_its_next_step(tmp_path: Path) -> Non
             env={**os.environ, "TORCHELASTIC_RUN_ID": "test", "OMP_NUM_THREADS": "1"},
             stderr=err,
             start_new_session=True,
+            preexec_fn=foreground,
         )
     try:
         wait_for(flags / "paused", parent)
@@ -263,6 +272,7 @@ def test_sigterm_to_a_submitit_local_sweep_names_its_running_jobs_and_kill_stops
     with open(stdout, "w") as out_file, open(stderr, "w") as err_file:  # the job inherits them:
         process = subprocess.Popen(  # pipes would stay open as long as it runs
             command, cwd=ROOT, stdout=out_file, stderr=err_file, start_new_session=True,
+            preexec_fn=foreground,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"},
         )  # fmt: skip
     job = None
