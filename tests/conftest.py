@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import lab.trainer
-from lab.config import Config, load_config
+from lab.config import Config, EvalConfig, load_config
+from lab.evaluation import evaluate_run
 from lab.trainer import TrainResult, train
 from model import ModelConfig, Transformer
 
@@ -130,3 +131,35 @@ def make_model() -> Iterator[Callable[..., Transformer]]:
         yield build
     finally:
         torch.set_num_threads(threads)
+
+
+SHORT = ["train.steps=6", "train.eval_every=6", "train.log_every=1"]
+"""Overrides that make a :func:`tiny_config` run finish in 6 steps with one evaluation."""
+FAST_EVAL = EvalConfig(samples=8, probe_samples=8, lengths=[2, 4])
+"""The smallest evaluation that still scores every kind of figure."""
+SWEEP_TINY = [
+    "task=copy",
+    "data.train_min_length=2",
+    "data.train_max_length=3",
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.d_ff=64",
+    "train.steps=6",
+    "train.warmup_steps=1",
+    "train.eval_every=6",
+    "train.eval_samples=8",
+    "train.progress=false",
+    "eval.samples=8",
+    "eval.probe_samples=8",
+    "threads=1",
+]
+"""Grid overrides that make every run of a sweep a few seconds long."""
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 6-step tiny run with its eval.json (do not write into it)."""
+    run = tmp_path_factory.mktemp("runs") / "run"
+    train(tiny_config(run, *SHORT))
+    evaluate_run(run, FAST_EVAL, device="cpu")
+    return run

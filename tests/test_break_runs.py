@@ -10,31 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN, tiny_config
+from conftest import SHORT, TINY_RUN, tiny_config
 
 import eval as eval_cli
 import sweep as sweep_cli
 import train as train_cli
 from lab.checkpoint import checkpoint_path, load_checkpoint
-from lab.config import ConfigError, EvalConfig, config_from_dict
-from lab.evaluation import evaluate_run, load_evaluation
+from lab.config import ConfigError, config_from_dict
+from lab.evaluation import load_evaluation
 from lab.sweep import expand, load_sweep, prepare_out_dir, run_identity
 from lab.sweep_tensorboard import write_sweep_tensorboard
-from lab.trainer import train
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
-SHORT = ["train.steps=6", "train.eval_every=6", "train.log_every=1"]
-FAST_EVAL = EvalConfig(samples=8, probe_samples=8, lengths=[2, 4])
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished 6-step tiny run with its eval.json (do not write into it)."""
-    run = tmp_path_factory.mktemp("runs") / "run"
-    train(tiny_config(run, *SHORT))
-    evaluate_run(run, FAST_EVAL, device="cpu")
-    return run
 
 
 def one_error_line(capsys: pytest.CaptureFixture) -> str:

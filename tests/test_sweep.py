@@ -11,27 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import SWEEP_TINY
 
 import sweep
 from lab.config import ConfigError, load_config
 from lab.sweep import expand, load_sweep
 
-TINY = [
-    "task=copy",
-    "data.train_min_length=2",
-    "data.train_max_length=3",
-    "model.d_model=32",
-    "model.n_layers=1",
-    "model.d_ff=64",
-    "train.steps=6",
-    "train.warmup_steps=1",
-    "train.eval_every=6",
-    "train.eval_samples=8",
-    "train.progress=false",
-    "eval.samples=8",
-    "eval.probe_samples=8",
-    "threads=1",
-]
+TINY = SWEEP_TINY
 CONFIG = str(Path(__file__).parents[1] / "configs" / "quick.yaml")
 
 

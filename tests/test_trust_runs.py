@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import STEPS, TINY_RUN, interrupt_at, tiny_config
+from conftest import FAST_EVAL, SHORT, STEPS, SWEEP_TINY, TINY_RUN, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
@@ -28,7 +28,7 @@ import lab.trainer
 import sweep as sweep_cli
 import train as train_cli
 from lab.checkpoint import checkpoint_path, load_checkpoint
-from lab.config import EvalConfig, save_config
+from lab.config import save_config
 from lab.evaluation import evaluate_run, load_evaluation
 from lab.files import safe_folder
 from lab.resume import resume_config
@@ -37,24 +37,6 @@ from lab.trainer import TrainingInterrupted, train
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
-SHORT = ["train.steps=6", "train.eval_every=6", "train.log_every=1"]
-FAST_EVAL = EvalConfig(samples=8, probe_samples=8, lengths=[2, 4])
-SWEEP_TINY = [
-    "task=copy",
-    "data.train_min_length=2",
-    "data.train_max_length=3",
-    "model.d_model=32",
-    "model.n_layers=1",
-    "model.d_ff=64",
-    "train.steps=6",
-    "train.warmup_steps=1",
-    "train.eval_every=6",
-    "train.eval_samples=8",
-    "train.progress=false",
-    "eval.samples=8",
-    "eval.probe_samples=8",
-    "threads=1",
-]
 
 
 def one_error_line(capsys: pytest.CaptureFixture) -> str:
@@ -73,21 +55,13 @@ def files_of(folder: Path) -> dict[str, bytes]:
 
 def logged_steps(run_dir: Path, tag: str = "train/loss") -> list[int]:
     """Every step logged under ``tag`` in every event file of ``run_dir`` (read raw: no purge,
-    as any viewer reads them), in file order."""
+    as any viewer reads them), sorted: a step logged twice shows twice. (Sorted, since file
+    names end in a writer counter that sorts "10" before "9", so file order is no step order.)"""
     steps = []
-    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+    for path in run_dir.glob("events.out.tfevents.*"):
         for event in EventFileLoader(str(path)).Load():
             steps += [event.step for value in event.summary.value if value.tag == tag]
-    return steps
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished 6-step tiny run with its eval.json (do not write into it)."""
-    run = tmp_path_factory.mktemp("runs") / "run"
-    train(tiny_config(run, *SHORT))
-    evaluate_run(run, FAST_EVAL, device="cpu")
-    return run
+    return sorted(steps)
 
 
 def copy_of(run: Path, where: Path) -> Path:
