@@ -72,6 +72,7 @@ def _rank(rank: int, world_size: int, rendezvous: str, task: str, out: str) -> N
         record["tokens"] = [g.tolist() for g in gathered]  # per rank, per step
         if rank == 0:
             torch.save(record, out)
+        dist.barrier()  # both ranks done with gloo before either tears its group down
     finally:
         dist.destroy_process_group()
 
