@@ -163,3 +163,23 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     train(tiny_config(run, *SHORT))
     evaluate_run(run, FAST_EVAL, device="cpu")
     return run
+
+
+def one_error_line(capsys: pytest.CaptureFixture) -> str:
+    """The command's stderr, asserted to be one ``error:`` line without a traceback."""
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def crash_at(patch: pytest.MonkeyPatch, index: int) -> None:
+    """Make training batch ``index`` raise ``RuntimeError("killed")``: the process dies there
+    without saving, as ``kill -9`` leaves it."""
+    real = lab.trainer.training_batch
+
+    def batch(task, seed, i, *args):
+        if i == index:
+            raise RuntimeError("killed")
+        return real(task, seed, i, *args)
+
+    patch.setattr(lab.trainer, "training_batch", batch)

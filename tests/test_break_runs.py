@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHORT, TINY_RUN, tiny_config
+from conftest import SHORT, TINY_RUN, one_error_line, tiny_config
 
 import eval as eval_cli
 import sweep as sweep_cli
@@ -23,12 +23,6 @@ from lab.sweep_tensorboard import write_sweep_tensorboard
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
-
-
-def one_error_line(capsys: pytest.CaptureFixture) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
-    return err
 
 
 def test_another_schemes_option_does_not_duplicate_a_run() -> None:

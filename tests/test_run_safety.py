@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, interrupt_at, tiny_config
+from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, crash_at, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import lab.checkpoint
@@ -547,15 +547,8 @@ def test_a_full_disk_during_a_save_is_one_oserror_line(
 def test_tensorboard_logs_every_step_once_after_a_crash_and_resume(
     straight: tuple[Config, TrainResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = lab.trainer.training_batch
-
-    def crash_at_13(task, seed, index, *args):
-        if index == 13:
-            raise RuntimeError("killed")
-        return real(task, seed, index, *args)
-
     with monkeypatch.context() as patch:
-        patch.setattr(lab.trainer, "training_batch", crash_at_13)
+        crash_at(patch, 13)
         with pytest.raises(RuntimeError, match="killed"):
             train(tiny_config(tmp_path, "train.log_every=1"))  # steps 11..13 logged, then lost
     assert load_checkpoint(tmp_path)["step"] == 10

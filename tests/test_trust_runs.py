@@ -18,7 +18,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST_EVAL, SHORT, STEPS, SWEEP_TINY, TINY_RUN, interrupt_at, tiny_config
+from conftest import (
+    FAST_EVAL,
+    SHORT,
+    STEPS,
+    SWEEP_TINY,
+    TINY_RUN,
+    crash_at,
+    interrupt_at,
+    one_error_line,
+    tiny_config,
+)
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
@@ -37,13 +47,6 @@ from lab.trainer import TrainingInterrupted, train
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
-
-
-def one_error_line(capsys: pytest.CaptureFixture) -> str:
-    """The command's stderr, asserted to be one ``error:`` line without a traceback."""
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
-    return err
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -409,16 +412,9 @@ def test_a_fresh_start_after_kill_9_before_the_first_checkpoint_logs_each_step_o
 
 
 def test_a_fresh_start_after_a_crash_before_the_first_checkpoint(tmp_path: Path, monkeypatch):
-    real = lab.trainer.training_batch
-
-    def crash_at_4(task, seed, index, *args):
-        if index == 4:
-            raise RuntimeError("killed")
-        return real(task, seed, index, *args)
-
     extra = ["train.checkpoint_every=100", "train.log_every=1"]
     with monkeypatch.context() as patch:
-        patch.setattr(lab.trainer, "training_batch", crash_at_4)
+        crash_at(patch, 4)
         with pytest.raises(RuntimeError, match="killed"):
             train(tiny_config(tmp_path, *extra))
     assert logged_steps(tmp_path) == [1, 2, 3, 4]
@@ -477,15 +473,8 @@ def test_a_resume_after_sigterm_logs_each_step_once(tmp_path: Path) -> None:
 def test_a_resume_after_kill_9_past_a_checkpoint_drops_the_lost_steps(tmp_path, monkeypatch):
     """Steps logged after the last checkpoint of a killed run are dropped from its event files
     on resume, so a viewer that ignores TensorBoard's purge shows each step once too."""
-    real = lab.trainer.training_batch
-
-    def crash_at_13(task, seed, index, *args):
-        if index == 13:
-            raise RuntimeError("killed")
-        return real(task, seed, index, *args)
-
     with monkeypatch.context() as patch:
-        patch.setattr(lab.trainer, "training_batch", crash_at_13)
+        crash_at(patch, 13)
         with pytest.raises(RuntimeError, match="killed"):
             train(tiny_config(tmp_path, "train.log_every=1"))
     assert load_checkpoint(tmp_path)["step"] == 10 and logged_steps(tmp_path)[-1] == 13
