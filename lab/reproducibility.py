@@ -176,6 +176,21 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
     return "\n".join(lines) + "\n"
 
 
+def read_results(path: Path) -> list[Result]:
+    """A sweep's ``results.json``: the list of its ``eval.json`` dicts.
+
+    Raises:
+        ValueError: the file is not such a list (one line naming it).
+    """
+    results = json.loads(path.read_text())
+    keys = {"position", "task", "seed", "lengths", "summary", "train_steps", "config"}
+    if not isinstance(results, list) or not all(
+        isinstance(r, dict) and keys <= set(r) for r in results
+    ):
+        raise ValueError(f"{path} is not a sweep's results.json (a list of eval.json results)")
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs=2, type=Path, help="two results.json files")
@@ -184,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="how both sweeps were made (under the title)")
     args = parser.parse_args(argv)
     try:
-        a, b = (json.loads(p.read_text()) for p in args.results)
+        a, b = (read_results(p) for p in args.results)
         page = markdown(compare_sweeps(a, b), *args.labels, args.note)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -67,3 +67,13 @@ def test_the_machine_record_names_cpu_torch_and_blas() -> None:
     assert info["cpu"] and info["torch"] and info["blas"] and info["cpu_count"] >= 1
     assert info["torch"] in describe(info) and info["cpu"] in describe(info)
     json.dumps(info)  # JSON-ready
+
+
+def test_a_file_that_is_no_results_json_is_one_line(tmp_path, capsys) -> None:
+    from lab.reproducibility import main
+
+    sweep_json = tmp_path / "sweep.json"
+    sweep_json.write_text('{"seconds": 1.0}')
+    assert main([str(PAGES / "amd_epyc_results.json"), str(sweep_json)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {sweep_json} is not a sweep's results.json (a list of eval.json results)"
