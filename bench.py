@@ -8,7 +8,7 @@ Prints tables and writes ``bench.json``. Numbers are medians; the machine is noi
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
-    from lab.signals import exit_at_once
+    from lab.common.signals import exit_at_once
 
     exit_at_once("bench.py")
 
@@ -18,8 +18,8 @@ import sys
 
 import torch
 
-from lab.baselines import LIBRARIES, Baseline, baselines, library_versions
-from lab.benchmark import (
+from lab.bench.baselines import LIBRARIES, Baseline, baselines, library_versions
+from lab.bench.benchmark import (
     ABLATION,
     STANDARD,
     STANDARD_LENGTH,
@@ -28,14 +28,14 @@ from lab.benchmark import (
     ours_vs_theirs,
     run_benchmark,
 )
-from lab.files import atomic_write, output_file
-from lab.report import format_table
-from lab.runtime import check_precision, configure_threads, resolve_device
-from lab.signals import exit_code, run_program
+from lab.common.files import atomic_write, output_file
+from lab.common.runtime import check_precision, configure_threads, resolve_device
+from lab.common.signals import exit_code, run_program
+from lab.reporting.report import format_table
 
 STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.signals.run_main`)."""
+:func:`lab.common.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = measure(args, device, lengths, schemes, peers)
         results["peer_versions"] = library_versions(libraries)
-    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.signals)
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.common.signals)
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
         return exit_code(stop)  # 128 + the signal: 143 for SIGTERM, not always 130
     atomic_write(out, json.dumps(results, indent=2))

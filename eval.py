@@ -24,7 +24,7 @@ Examples::
 from __future__ import annotations
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
-    from lab.signals import exit_at_once
+    from lab.common.signals import exit_at_once
 
     exit_at_once("eval.py")
 
@@ -35,17 +35,19 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from lab.checkpoint import CHECKPOINT_NAME, checkpoint_path
-from lab.config import Config, ConfigError, EvalConfig, flat_keys, with_overrides
-from lab.evaluation import (
+from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
+from lab.common.config import Config, ConfigError, EvalConfig, flat_keys, with_overrides
+from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.runtime import configure_threads, resolve_device
+from lab.common.signals import run_program
+from lab.evaluation.evaluate import (
     apply_eval_overrides,
     evaluate_run,
     evaluation_lengths,
     find_runs,
     load_run,
 )
-from lab.files import check_not_folders, linked_below, writable_folder
-from lab.report import (
+from lab.reporting.report import (
     EVAL_NAME,
     REPORT_NAMES,
     length_table,
@@ -53,8 +55,6 @@ from lab.report import (
     summary_table,
     write_reports,
 )
-from lab.runtime import configure_threads, resolve_device
-from lab.signals import run_program
 
 ERRORS = (ConfigError, OSError, ValueError)
 
@@ -64,7 +64,7 @@ STOPPED = (
     "the same command again to evaluate the rest"
 )
 """What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.signals.run_main`)."""
+:func:`lab.common.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +155,7 @@ def plan_run(
     run: Path, config: Config, overrides: list[str], out: Path | None, given: str
 ) -> tuple[Path, EvalConfig, Path, int]:
     """Check ``overrides`` against the saved ``config`` of ``run`` as ``train.py`` checks a new
-    run (every length against :data:`lab.config.MAX_TOKENS`, the task's shortest length, the
+    run (every length against :data:`lab.common.config.MAX_TOKENS`, the task's shortest length, the
     scheme's evaluable options) and where its ``eval.json`` goes (``out`` mirrors the runs'
     paths below ``given``; None writes into the run), creating nothing.
 

@@ -11,7 +11,7 @@ trained weights, its exact-match at 2x and attention maps at the training length
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
-    from lab.signals import exit_at_once
+    from lab.common.signals import exit_at_once
 
     exit_at_once("properties.py")
 
@@ -20,9 +20,9 @@ import sys
 
 import torch
 
-from lab.files import writable_folder
-from lab.property_report import write_report
-from lab.signals import run_program
+from lab.common.files import writable_folder
+from lab.common.signals import run_program
+from lab.properties.report import write_report
 from model.position import available_schemes
 
 STOPPED = (
@@ -30,7 +30,7 @@ STOPPED = (
     "the whole report"
 )
 """What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.signals.run_main`)."""
+:func:`lab.common.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:

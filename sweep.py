@@ -2,14 +2,15 @@
 
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
 schemes on ``svo`` and ``copy``, three seeds) into ``runs/ablation/`` and prints the comparison
-table; ``python -m lab.readme runs/ablation`` then puts its results into ``docs/`` and the README.
+table; ``python -m lab.reporting.readme runs/ablation`` then puts its results into ``docs/`` and
+the README.
 ``--quick`` runs ``configs/quick.yaml``, a one-minute smoke test of the pipeline. ``--launcher
 slurm`` runs every run as a SLURM job through submitit instead of local workers (README,
 "Scaling out").
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
-    from lab.signals import exit_at_once
+    from lab.common.signals import exit_at_once
 
     exit_at_once("sweep.py")
 
@@ -27,18 +28,18 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from lab.cluster import (
+from lab.common.config import ConfigError
+from lab.common.files import atomic_write
+from lab.common.machine import describe, machine_info
+from lab.common.signals import run_program
+from lab.sweeps.cluster import (
     CLUSTERS,
     ClusterOptions,
     cluster_executor,
     submit_all,
 )
-from lab.config import ConfigError
-from lab.files import atomic_write
-from lab.machine import describe, machine_info
-from lab.signals import run_program
-from lab.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
-from lab.workers import MAX_WORKERS, run_in_processes, stop_on_signals
+from lab.sweeps.sweep import RunSpec, expand, load_sweep, prepare_out_dir, run_one
+from lab.sweeps.workers import MAX_WORKERS, run_in_processes, stop_on_signals
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -48,7 +49,7 @@ STOPPED = (
     "resume and write the report (finished runs are skipped)"
 )
 """What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.signals.run_main`)."""
+:func:`lab.common.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:
     """Run every spec: in this process, in order, with one worker; else one spawned process per
-    run, ``workers`` at a time (see :mod:`lab.workers`).
+    run, ``workers`` at a time (see :mod:`lab.sweeps.workers`).
 
     SIGINT, SIGTERM and SIGHUP stop the sweep: running trainings save a checkpoint (status
     ``interrupted``) and runs not yet started are ``cancelled``.
@@ -194,8 +195,8 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker):
         such runs are named, never left out silently.
     """
-    from lab.report import summary_table, write_reports
-    from lab.sweep_tensorboard import tensorboard_url, write_sweep_tensorboard
+    from lab.reporting.report import summary_table, write_reports
+    from lab.reporting.sweep_tensorboard import tensorboard_url, write_sweep_tensorboard
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]

@@ -11,7 +11,7 @@ processes (see README, "Scaling out"); rank 0 writes and prints.
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
-    from lab.signals import exit_at_once
+    from lab.common.signals import exit_at_once
 
     exit_at_once("train.py")
 
@@ -20,21 +20,21 @@ import shlex
 import signal
 import sys
 
-from lab.config import ConfigError, config_to_dict, flat_keys, load_config
-from lab.distributed import is_main_process, leave_group
-from lab.report import changed_task_options
-from lab.resume import resume_config
-from lab.runlock import RunLocked
-from lab.runtime import cpu_threads
-from lab.signals import exit_code, rank_prefix, run_program, signal_name
-from lab.trainer import TrainingDiverged, TrainingInterrupted, train
+from lab.common.config import ConfigError, config_to_dict, flat_keys, load_config
+from lab.common.runlock import RunLocked
+from lab.common.runtime import cpu_threads
+from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
+from lab.reporting.report import changed_task_options
+from lab.training.distributed import is_main_process, leave_group
+from lab.training.resume import resume_config
+from lab.training.trainer import TrainingDiverged, TrainingInterrupted, train
 
 STOPPED = (
     "a checkpoint on disk is complete (every write is atomic); continue a run that saved one "
     "with python train.py --resume RUN_DIR"
 )
 """What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.signals.run_main`)."""
+:func:`lab.common.signals.run_main`)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    except KeyboardInterrupt as stop:  # a signal before training started (see lab.signals)
+    except KeyboardInterrupt as stop:  # a signal before training started (see lab.common.signals)
         print(
             f"{rank_prefix()}interrupted by {signal_name(stop)} during start-up; no checkpoint "
             "was written",

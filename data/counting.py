@@ -39,7 +39,8 @@ class CountOptions:
 
     MAX_COUNT: ClassVar[int] = 4096
     """Largest ``max_count``: one answer token per count, and ``length <= max_count`` with at
-    most 4096 tokens per sequence (``lab.config.MAX_TOKENS``), so larger counts never occur."""
+    most 4096 tokens per sequence (``lab.common.config.MAX_TOKENS``), so larger counts never
+    occur."""
 
     n_symbols: int = 4
     max_count: int = 64

@@ -53,7 +53,7 @@ class RecallOptions:
     MAX_TOKENS: ClassVar[int] = 4096
     """Largest ``n_keys`` and ``n_values``: each is a token of the vocabulary, and drawing ``n``
     prompts sorts an ``(n, n_keys)`` random array; a prompt holds at most 2048 pairs in the
-    lab's 4096 tokens (``lab.config.MAX_TOKENS``), so more keys are never all used."""
+    lab's 4096 tokens (``lab.common.config.MAX_TOKENS``), so more keys are never all used."""
 
     n_keys: int = 64
     n_values: int = 16

@@ -1,2 +1,3 @@
-"""Experiment plumbing shared by ``train.py``, ``eval.py``, ``sweep.py`` and ``bench.py``:
-configs, devices and seeds, checkpoints, the training loop, evaluation and reports."""
+"""Experiment plumbing behind ``train.py``, ``eval.py``, ``sweep.py``, ``bench.py`` and
+``properties.py``, one subpackage per concern: ``common``, ``training``, ``evaluation``,
+``reporting``, ``sweeps``, ``bench``, ``properties``."""

@@ -46,7 +46,7 @@ class AttentionContext:
     def layer_mask(self, q: Tensor, layer_bias: Tensor | None) -> Tensor | None:
         """One layer's additive mask for the whole sequence, keys in order: ``attn_mask`` plus
         the layer's own bias ``(1 or B, H, T, T)`` (or None); on the blocked path it is built
-        whole (for analysis, as :mod:`lab.attention_maps`). ``q``, the layer's
+        whole (for analysis, as :mod:`lab.evaluation.attention_maps`). ``q``, the layer's
         ``(B, H, T, Dh)`` queries, gives ``T`` and the device."""
         if self.blocks is None:
             return add_layer_bias(

@@ -47,14 +47,14 @@ when this was chosen): from ``2**17`` (32 rows) to ``2**19`` (128 rows) eval thr
 processes; NoPE's 298 then): FIRE's piecewise bias (:mod:`model.position.piecewise`) needs
 about 128 bytes per pair. CoPE's many elementwise passes over a block run faster while the
 block fits the caches: counting its batch rows took it from 0.20x to 0.34x NoPE at 1024 tokens
-with 8 rows (README, the CoPE sweep under "Benchmark", ``python -m lab.block_sweep``)."""
+with 8 rows (README, the CoPE sweep under "Benchmark", ``python -m lab.bench.block_sweep``)."""
 
 CUDA_BLOCK_PAIRS = 2**23
 """(query, key) pairs of a block whose mask is built for its window and shared by the batch
 (FIRE, explicit positions, a prefix LM) on a CUDA device: a whole sequence of up to 2048 tokens
 in one block, two blocks at 4096. There a block costs its kernel launches (a few dozen small
 ones for each block's bias and mask), not its pairs. Measured on an H200 with
-``python -m lab.block_sweep`` (FIRE at 4096 tokens, 16 rows, bf16): 0.02x NoPE's throughput
+``python -m lab.bench.block_sweep`` (FIRE at 4096 tokens, 16 rows, bf16): 0.02x NoPE's throughput
 with ``BLOCK_PAIRS``, 0.15x / 0.24x / 0.26x with 2**22 / 2**23 / 2**24 pairs, peak memory growth
 428 / 712 / 1216 MiB against NoPE's 224 (README, "On a GPU")."""
 

@@ -70,7 +70,7 @@ class Transformer(nn.Module):
         self.block_pairs: int | None = None
         """(query, key) pairs per block of the blocked path for every mask, overriding the
         device's rule (:func:`block_rows`) when set: for timing block sizes
-        (``python -m lab.block_sweep``)."""
+        (``python -m lab.bench.block_sweep``)."""
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import lab.trainer
-from lab.config import Config, EvalConfig, load_config
-from lab.evaluation import evaluate_run
-from lab.trainer import TrainResult, train
+import lab.training.trainer
+from lab.common.config import Config, EvalConfig, load_config
+from lab.evaluation.evaluate import evaluate_run
+from lab.training.trainer import TrainResult, train
 from model import ModelConfig, Transformer
 
 STEPS, CHECKPOINT_EVERY = 20, 5
@@ -50,14 +50,14 @@ def tiny_config(run_dir: Path, *overrides: str) -> Config:
 def interrupt_at(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
     """Make the training loop raise KeyboardInterrupt when it fetches the batch of ``step``
     (after ``step`` completed steps), as Ctrl-C would."""
-    real = lab.trainer.training_batch
+    real = lab.training.trainer.training_batch
 
     def batch_or_interrupt(task, seed, index, *args):
         if index == step:
             raise KeyboardInterrupt
         return real(task, seed, index, *args)
 
-    monkeypatch.setattr(lab.trainer, "training_batch", batch_or_interrupt)
+    monkeypatch.setattr(lab.training.trainer, "training_batch", batch_or_interrupt)
 
 
 @pytest.fixture(autouse=True)
@@ -175,11 +175,11 @@ def one_error_line(capsys: pytest.CaptureFixture) -> str:
 def crash_at(patch: pytest.MonkeyPatch, index: int) -> None:
     """Make training batch ``index`` raise ``RuntimeError("killed")``: the process dies there
     without saving, as ``kill -9`` leaves it."""
-    real = lab.trainer.training_batch
+    real = lab.training.trainer.training_batch
 
     def batch(task, seed, i, *args):
         if i == index:
             raise RuntimeError("killed")
         return real(task, seed, i, *args)
 
-    patch.setattr(lab.trainer, "training_batch", batch)
+    patch.setattr(lab.training.trainer, "training_batch", batch)

@@ -16,12 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import lab.files  # noqa: E402  (standard library only: the entry point still imports torch)
+import lab.common.files  # noqa: E402  (standard library only: the entry point still imports torch)
 
 
 def main() -> None:
     flags, name, script, *argv = sys.argv[1:]
-    real = lab.files.atomic_writer
+    real = lab.common.files.atomic_writer
 
     @contextlib.contextmanager
     def paused_writer(path, mode="wb"):
@@ -32,7 +32,7 @@ def main() -> None:
                     time.sleep(0.01)
             yield file
 
-    lab.files.atomic_writer = paused_writer
+    lab.common.files.atomic_writer = paused_writer
     sys.argv = [script, *argv]
     runpy.run_path(str(ROOT / script), run_name="__main__")  # exits through sys.exit
 

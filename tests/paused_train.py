@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import lab.trainer  # noqa: E402
+import lab.training.trainer  # noqa: E402
 import train  # noqa: E402
 
 
@@ -33,23 +33,23 @@ def main() -> int:
     where, step, flags, *argv = sys.argv[1:]
     step, flags = int(step), Path(flags)
     if where == "batch":
-        real_batch = lab.trainer.training_batch
+        real_batch = lab.training.trainer.training_batch
 
         def batch(task, seed, index, *args):
             if index == step:
                 pause(flags)
             return real_batch(task, seed, index, *args)
 
-        lab.trainer.training_batch = batch
+        lab.training.trainer.training_batch = batch
     else:
-        real_save = lab.trainer.save_checkpoint
+        real_save = lab.training.trainer.save_checkpoint
 
         def save(state, path):
             if state["step"] == step:
                 pause(flags)
             real_save(state, path)
 
-        lab.trainer.save_checkpoint = save
+        lab.training.trainer.save_checkpoint = save
     return train.main(argv)
 
 

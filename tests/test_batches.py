@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from data import build_task
-from lab.batches import evaluation_set, validation_set
-from lab.config import load_config
-from lab.run_logs import validation
+from lab.common.batches import evaluation_set, validation_set
+from lab.common.config import load_config
+from lab.training.run_logs import validation
 
 
 def rows(batch) -> set[tuple[int, ...]]:

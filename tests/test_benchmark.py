@@ -9,16 +9,16 @@ import pytest
 import torch
 
 import bench
-from lab import bench_report
-from lab.baselines import XTRANSFORMERS_OPTIONS, baselines, library_versions
-from lab.bench_report import scheme_table
-from lab.benchmark import (
+from lab.bench import report as bench_report
+from lab.bench.baselines import XTRANSFORMERS_OPTIONS, baselines, library_versions
+from lab.bench.benchmark import (
     flops_per_token,
     interleaved_seconds,
     matmul_params,
     ours_vs_theirs,
     run_benchmark,
 )
+from lab.bench.report import scheme_table
 from model import ModelConfig, Transformer
 from model.position import available_schemes
 
@@ -60,7 +60,7 @@ def test_eval_memory_counts_the_score_matrix():
     # peak (ALiBi's bias no longer is: long sequences build it block by block). A fresh
     # process, so that the peak is this measurement's even where it cannot be reset.
     code = (
-        "import torch; from lab.benchmark import eval_speed; from model import ModelConfig; "
+        "import torch; from lab.bench.benchmark import eval_speed; from model import ModelConfig; "
         "c = ModelConfig(vocab_size=16, d_model=32, n_layers=1, n_heads=4, d_ff=64, "
         "position='cope'); s = eval_speed(c, 2048, 2048, torch.device('cpu'), 1); "
         "print(s.batch, s.peak_mib)"
@@ -171,7 +171,7 @@ def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsy
 
 def test_bench_report_help_is_usage_not_a_file_name(capsys):
     assert bench_report.main(["--help"]) == 0
-    assert capsys.readouterr().out.startswith("usage: python -m lab.bench_report BENCH_JSON")
+    assert capsys.readouterr().out.startswith("usage: python -m lab.bench.report BENCH_JSON")
 
 
 def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):

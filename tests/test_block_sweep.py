@@ -1,12 +1,12 @@
 """The block-size sweep: ``Transformer.block_pairs`` sets every blocked mask's rows, and
-``python -m lab.block_sweep`` times each budget against NoPE and writes what it measured."""
+``python -m lab.bench.block_sweep`` times each budget against NoPE and writes what it measured."""
 
 import json
 
 import pytest
 import torch
 
-from lab import block_sweep
+from lab.bench import block_sweep
 from model.attention import SelfAttention
 
 T = 300  # > BLOCK_ROWS: masked schemes take the blocked path

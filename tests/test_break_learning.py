@@ -14,10 +14,10 @@ import pytest
 from conftest import interrupt_at, tiny_config
 from test_trust_learning import logged_steps, same_weights
 
-import lab.run_logs
-from lab.checkpoint import EVENTS, clear_run, is_run, load_checkpoint
-from lab.resume import resume_config
-from lab.trainer import TrainingInterrupted, train
+import lab.training.run_logs
+from lab.common.checkpoint import EVENTS, clear_run, is_run, load_checkpoint
+from lab.training.resume import resume_config
+from lab.training.trainer import TrainingInterrupted, train
 
 OVERRIDES = ["train.target_accuracy=0.001", "train.checkpoint_every=100"]
 
@@ -26,7 +26,11 @@ def scored_by_tokens(monkeypatch: pytest.MonkeyPatch, twice_at: str | None = Non
     """Score the periodic evaluation by token accuracy (see test_trust_learning); with
     ``twice_at`` ("eval": at the step-10 evaluation's 2nd length, "loss": at its validation
     loss, after the exact-match scalars are logged), send this process two SIGTERMs there."""
-    real_eval, real_loss, sent = lab.run_logs.evaluate_batch, lab.run_logs.validation_loss, []
+    real_eval, real_loss, sent = (
+        lab.training.run_logs.evaluate_batch,
+        lab.training.run_logs.validation_loss,
+        [],
+    )
     calls = []
 
     def two_signals() -> None:
@@ -46,8 +50,8 @@ def scored_by_tokens(monkeypatch: pytest.MonkeyPatch, twice_at: str | None = Non
             two_signals()
         return real_loss(*args)
 
-    monkeypatch.setattr(lab.run_logs, "evaluate_batch", scored)
-    monkeypatch.setattr(lab.run_logs, "validation_loss", loss)
+    monkeypatch.setattr(lab.training.run_logs, "evaluate_batch", scored)
+    monkeypatch.setattr(lab.training.run_logs, "validation_loss", loss)
 
 
 @pytest.mark.parametrize("where", ["eval", "loss"])

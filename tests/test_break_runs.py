@@ -15,11 +15,11 @@ from conftest import SHORT, TINY_RUN, one_error_line, tiny_config
 import eval as eval_cli
 import sweep as sweep_cli
 import train as train_cli
-from lab.checkpoint import checkpoint_path, load_checkpoint
-from lab.config import ConfigError, config_from_dict
-from lab.evaluation import load_evaluation
-from lab.sweep import expand, load_sweep, prepare_out_dir, run_identity
-from lab.sweep_tensorboard import write_sweep_tensorboard
+from lab.common.checkpoint import checkpoint_path, load_checkpoint
+from lab.common.config import ConfigError, config_from_dict
+from lab.evaluation.evaluate import load_evaluation
+from lab.reporting.sweep_tensorboard import write_sweep_tensorboard
+from lab.sweeps.sweep import expand, load_sweep, prepare_out_dir, run_identity
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
@@ -291,6 +291,6 @@ def test_a_checkpoints_training_record_of_another_type_is_refused(
 
 
 def test_every_field_of_a_real_checkpoint_has_a_type_check(finished_run: Path) -> None:
-    from lab.checkpoint import FIELDS
+    from lab.common.checkpoint import FIELDS
 
     assert set(torch.load(checkpoint_path(finished_run), weights_only=True)) <= set(FIELDS)

@@ -1,7 +1,8 @@
 """Break tests of stop signals after a command returned (issue 24, item 16, phase 3 of
-:mod:`lab.signals`): Python's interpreter shutdown sets every handler back to the default action
+:mod:`lab.common.signals`): Python's interpreter shutdown sets every handler back to the default
+action
 and then takes seconds to tear torch down (measured 1.8-2.8 s after a tiny ``train.py``), so a
-SIGTERM in that time killed the command without a line. :func:`lab.signals.run_program` ends
+SIGTERM in that time killed the command without a line. :func:`lab.common.signals.run_program` ends
 the process itself once the exit handlers ran."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PROGRAM = """
 import atexit, os, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from lab.signals import run_program
+from lab.common.signals import run_program
 
 flags = Path({flags!r})
 
@@ -132,7 +133,7 @@ def test_bench_stopped_by_a_signal_exits_with_128_plus_it(tmp_path, monkeypatch,
     """``bench.py`` caught the stop itself and returned 130 whatever the signal (SIGTERM from
     ``timeout`` gave 130, not 143)."""
     import bench
-    from lab.signals import Stopped
+    from lab.common.signals import Stopped
 
     def stopped(*args, **kwargs):
         raise Stopped(signum)
@@ -147,7 +148,7 @@ def test_bench_stopped_by_a_signal_exits_with_128_plus_it(tmp_path, monkeypatch,
 TWICE = """
 import atexit, os, signal, sys, time
 sys.path.insert(0, {root!r})
-from lab.signals import run_program
+from lab.common.signals import run_program
 
 
 def second_signal():  # arrives while the process ends (e.g. a second Ctrl-C)
@@ -203,7 +204,7 @@ class _Executor:
 def test_a_stopped_sweep_names_only_the_local_jobs_still_running() -> None:
     """Ctrl-C in a terminal reaches submitit's local jobs too (same process group): those that
     end within the grace time are not named as running; SLURM jobs are always named."""
-    from lab.cluster import alive
+    from lab.sweeps.cluster import alive
 
     jobs = [_Job("11", finishes_after=1), _Job("12", finishes_after=10**6)]
     assert alive(jobs, _Executor("local"), grace=1.0) == ["12"]

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import lab.trainer
+import lab.training.trainer
 import sweep
-from lab.checkpoint import load_checkpoint
-from lab.cluster import job_record, run_job
-from lab.sweep import RunSpec
+from lab.common.checkpoint import load_checkpoint
+from lab.sweeps.cluster import job_record, run_job
+from lab.sweeps.sweep import RunSpec
 from tests.conftest import TINY_RUN
 from tests.test_sweep import CONFIG, TINY
 
@@ -110,14 +110,14 @@ def test_a_job_that_died_without_a_record_is_failed_naming_its_log() -> None:
 def test_slurms_time_limit_warning_stops_training_with_a_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = lab.trainer.training_batch
+    real = lab.training.trainer.training_batch
 
     def batch_then_warning(task, seed, index, *args):
         if index == 3:  # SIGUSR2, as SLURM sends it 90 s before the limit, during step 4
             os.kill(os.getpid(), signal.SIGUSR2)
         return real(task, seed, index, *args)
 
-    monkeypatch.setattr(lab.trainer, "training_batch", batch_then_warning)
+    monkeypatch.setattr(lab.training.trainer, "training_batch", batch_then_warning)
     spec = RunSpec("run", [*TINY_RUN, f"run_dir={tmp_path}"])
     record = run_job(spec, "cpu", 1)
     assert (record["status"], record["signal"]) == ("interrupted", signal.SIGTERM)

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from data import available_tasks, build_task, task_options
-from lab.config import (
+from lab.common.config import (
     Config,
     ConfigError,
     config_from_dict,
@@ -315,7 +315,7 @@ def test_every_yaml_in_configs_loads() -> None:
         raw = OmegaConf.to_container(OmegaConf.load(path))
         assert isinstance(raw, dict), path
         if {"base", "grid"} & set(raw):
-            from lab.sweep import expand, load_sweep
+            from lab.sweeps.sweep import expand, load_sweep
 
             sweep = load_sweep(path)
             specs = expand(sweep)

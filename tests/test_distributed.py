@@ -19,12 +19,12 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from lab.batches import training_batch
-from lab.checkpoint import load_checkpoint
-from lab.distributed import DROPOUT_SEED_STRIDE, Group
-from lab.resume import resume_config
-from lab.runtime import capture_rng
-from lab.trainer import train
+from lab.common.batches import training_batch
+from lab.common.checkpoint import load_checkpoint
+from lab.common.runtime import capture_rng
+from lab.training.distributed import DROPOUT_SEED_STRIDE, Group
+from lab.training.resume import resume_config
+from lab.training.trainer import train
 from tests.conftest import TINY_RUN, tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,21 +20,21 @@ from torch import nn
 import eval as eval_cli
 from data import EOS, SEP, build_task
 from data.svo import NOUNS, VERBS
-from lab.batches import EVAL_STREAM, data_rng
-from lab.checkpoint import checkpoint_path
-from lab.config import ConfigError, EvalConfig, load_config
-from lab.evaluation import (
+from lab.common.batches import EVAL_STREAM, data_rng
+from lab.common.checkpoint import checkpoint_path
+from lab.common.config import ConfigError, EvalConfig, load_config
+from lab.evaluation.evaluate import (
     apply_eval_overrides,
     evaluate_model,
     evaluate_run,
     load_evaluation,
     summarize,
 )
-from lab.extrapolation import LengthResult, evaluate_length
-from lab.metrics import greedy_decode, score_answers
-from lab.probe import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
-from lab.report import SCHEMA, percent, plot_accuracy_vs_length, write_reports
-from lab.trainer import build_model, train
+from lab.evaluation.extrapolation import LengthResult, evaluate_length
+from lab.evaluation.metrics import greedy_decode, score_answers
+from lab.evaluation.order import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
+from lab.reporting.report import SCHEMA, percent, plot_accuracy_vs_length, write_reports
+from lab.training.trainer import build_model, train
 from model import ModelConfig
 from model.position import available_schemes
 

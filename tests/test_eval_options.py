@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import eval as eval_cli
-from lab.config import load_config
-from lab.run_logs import hparams
-from lab.trainer import train
+from lab.common.config import load_config
+from lab.training.run_logs import hparams
+from lab.training.trainer import train
 from model.position import available_schemes, scheme_class
 
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from data import build_task
-from lab.benchmark import peak_memory, reset_peak_memory
-from lab.extrapolation import evaluate_length
+from lab.bench.benchmark import peak_memory, reset_peak_memory
+from lab.evaluation.extrapolation import evaluate_length
 from model import ModelConfig, Transformer
 from model.attention import AttentionContext, SelfAttention
 from model.position import Scores, available_schemes, scheme_class

@@ -1,11 +1,11 @@
-"""lab.files: atomic writes replace the destination, never write through a link, and leave
+"""lab.common.files: atomic writes replace the destination, never write through a link, and leave
 nothing behind when interrupted."""
 
 from pathlib import Path
 
 import pytest
 
-from lab.files import atomic_write, atomic_writer
+from lab.common.files import atomic_write, atomic_writer
 
 
 def test_atomic_write_replaces_a_symlink_instead_of_following_it(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Findings and seed tables follow the numbers: hand-made runs with known results."""
 
-from lab.aggregate import cell, comparison, headline_table, significance_lines
-from lab.findings import haviv, press, ruoss
+from lab.reporting.aggregate import cell, comparison, headline_table, significance_lines
+from lab.reporting.findings import haviv, press, ruoss
 
 GRID = [4, 8, 12, 16]
 MULTIPLES = {"1.1x": 18, "1.25x": 20, "1.5x": 24, "2x": 32, "3x": 48, "4x": 64}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.metrics import wilson_interval
+from lab.evaluation.metrics import wilson_interval
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import properties
-from lab import position_demos as demos
-from lab.attention_maps import attention_maps
-from lab.position_probe import fresh_scheme, make_probe, position_scores, probe_config
-from lab.properties import defined_at, measure, uniqueness
-from lab.property_report import nearest
+from lab.evaluation.attention_maps import attention_maps
+from lab.properties import demos
+from lab.properties.measure import defined_at, measure, uniqueness
+from lab.properties.probe import fresh_scheme, make_probe, position_scores, probe_config
+from lab.properties.report import nearest
 from model import Transformer
 from model.position import available_schemes, scheme_class
 

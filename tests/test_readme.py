@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from lab import readme
-from lab.bench_report import peer_table, scheme_table
-from lab.block_sweep import ratio_table
-from lab.readme import BEGIN, END, README, SUITE_BEGIN, SUITE_END, render
-from lab.suite_table import settings, suite_table, timing
+from lab.bench.block_sweep import ratio_table
+from lab.bench.report import peer_table, scheme_table
+from lab.reporting import readme
+from lab.reporting.readme import BEGIN, END, README, SUITE_BEGIN, SUITE_END, render
+from lab.reporting.suite_table import settings, suite_table, timing
 
 
 def test_readme_results_section_matches_the_committed_results() -> None:
     text = README.read_text()
-    assert render(text) == text, "README.md is stale: run python -m lab.readme"
+    assert render(text) == text, "README.md is stale: run python -m lab.reporting.readme"
 
 
 def test_render_replaces_only_the_marked_sections() -> None:
@@ -119,7 +119,7 @@ def test_readme_version_2_table_is_the_committed_reports() -> None:
 def test_readme_benchmark_tables_match_the_committed_json(name) -> None:
     results = json.loads((README.parent / "docs" / f"{name}.json").read_text())
     text = README.read_text()
-    stale = f"README.md's benchmark is stale: paste python -m lab.bench_report docs/{name}.json"
+    stale = f"README.md's benchmark is stale: paste python -m lab.bench.report docs/{name}.json"
     assert scheme_table(results) in text, stale
     assert peer_table(results) in text, stale
 

@@ -10,7 +10,7 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from lab.config import (
+from lab.common.config import (
     ConfigError,
     config_from_dict,
     config_to_dict,

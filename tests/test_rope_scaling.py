@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from lab.config import load_config, sequence_tokens
+from lab.common.config import load_config, sequence_tokens
 from model.position.rope import rope_frequencies, rope_inv_freq
 
 ORIGINAL = 64

@@ -16,9 +16,9 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 import eval as eval_cli
 from data import build_task
-from lab.config import load_config
-from lab.run_logs import AXES, HEADLINE, NOISE, hparams, validation_loss
-from lab.trainer import train
+from lab.common.config import load_config
+from lab.training.run_logs import AXES, HEADLINE, NOISE, hparams, validation_loss
+from lab.training.trainer import train
 from model import ModelConfig, Transformer
 from tests.conftest import tiny_config
 

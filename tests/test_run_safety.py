@@ -21,16 +21,16 @@ import torch
 from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, crash_at, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import lab.checkpoint
-import lab.trainer
+import lab.common.checkpoint
+import lab.training.trainer
 import train as train_cli
-from lab.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from lab.config import Config, ConfigError, load_config
-from lab.evaluation import load_run
-from lab.resume import resume_config
-from lab.runlock import RunLocked, run_lock
-from lab.schedule import warmup_cosine
-from lab.trainer import TrainingDiverged, TrainingInterrupted, TrainResult, train
+from lab.common.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from lab.common.config import Config, ConfigError, load_config
+from lab.common.runlock import RunLocked, run_lock
+from lab.evaluation.evaluate import load_run
+from lab.training.resume import resume_config
+from lab.training.schedule import warmup_cosine
+from lab.training.trainer import TrainingDiverged, TrainingInterrupted, TrainResult, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = ["train.steps=6", "train.eval_every=6"]  # a finished run in 6 steps
@@ -232,7 +232,7 @@ def test_a_second_ctrl_c_during_the_save_cannot_split_step_and_optimizer(
 def test_a_second_ctrl_c_inside_a_step_keeps_the_last_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = lab.trainer.train_step
+    real = lab.training.trainer.train_step
 
     def step_then_ctrl_c_twice(*args, **kwargs):
         out = real(*args, **kwargs)  # the weights of step 8 are updated; the counter is not yet
@@ -240,7 +240,7 @@ def test_a_second_ctrl_c_inside_a_step_keeps_the_last_checkpoint(
             sigint_twice()
         return out
 
-    monkeypatch.setattr(lab.trainer, "train_step", step_then_ctrl_c_twice)
+    monkeypatch.setattr(lab.training.trainer, "train_step", step_then_ctrl_c_twice)
     with pytest.raises(TrainingInterrupted) as stop:
         train(tiny_config(tmp_path))
     assert stop.value.saved_step == CHECKPOINT_EVERY
@@ -253,13 +253,13 @@ def test_a_second_ctrl_c_inside_a_step_keeps_the_last_checkpoint(
 def test_ctrl_c_during_the_final_writes_leaves_the_run_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = lab.trainer.write_samples
+    real = lab.training.trainer.write_samples
 
     def ctrl_c_twice_then_write(*args):
         sigint_twice()
         return real(*args)
 
-    monkeypatch.setattr(lab.trainer, "write_samples", ctrl_c_twice_then_write)
+    monkeypatch.setattr(lab.training.trainer, "write_samples", ctrl_c_twice_then_write)
     try:
         result = train(tiny_config(tmp_path, *SHORT))
     except KeyboardInterrupt as stop:  # (pytest would take it for the user's Ctrl-C)
@@ -275,13 +275,13 @@ def test_ctrl_c_during_the_final_writes_leaves_the_run_finished(
 def test_ctrl_c_before_the_first_step_claims_no_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    real = lab.trainer.build_model
+    real = lab.training.trainer.build_model
 
     def ctrl_c_then_build(*args):
         os.kill(os.getpid(), signal.SIGINT)
         return real(*args)
 
-    monkeypatch.setattr(lab.trainer, "build_model", ctrl_c_then_build)
+    monkeypatch.setattr(lab.training.trainer, "build_model", ctrl_c_then_build)
     code, err = cli(capsys, *TINY_RUN, f"run_dir={tmp_path}")
     assert code == 130
     assert err == "interrupted by SIGINT at step 0; no checkpoint was saved (no step had completed)"
@@ -421,7 +421,10 @@ def test_an_infinite_gradient_stops_the_run_before_the_weights_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = {}
-    real_model, real_optimizer = lab.trainer.build_model, lab.trainer.build_optimizer
+    real_model, real_optimizer = (
+        lab.training.trainer.build_model,
+        lab.training.trainer.build_optimizer,
+    )
 
     def model_with_an_inf_gradient_at_step_7(*args):
         model = built["model"] = real_model(*args)
@@ -438,8 +441,8 @@ def test_an_infinite_gradient_stops_the_run_before_the_weights_change(
         built["optimizer"] = real_optimizer(*args)
         return built["optimizer"]
 
-    monkeypatch.setattr(lab.trainer, "build_model", model_with_an_inf_gradient_at_step_7)
-    monkeypatch.setattr(lab.trainer, "build_optimizer", keep_optimizer)
+    monkeypatch.setattr(lab.training.trainer, "build_model", model_with_an_inf_gradient_at_step_7)
+    monkeypatch.setattr(lab.training.trainer, "build_optimizer", keep_optimizer)
     with pytest.raises(TrainingDiverged, match=r"gradient norm is inf at step 7 \(loss \d"):
         train(tiny_config(tmp_path, "train.grad_clip=0"))
     assert all(torch.isfinite(p).all() for p in built["model"].parameters())
@@ -451,7 +454,7 @@ def test_an_infinite_gradient_stops_the_run_before_the_weights_change(
 def test_non_finite_weights_are_never_saved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = lab.trainer.train_step
+    real = lab.training.trainer.train_step
 
     def step_then_poison(model, *args, **kwargs):
         out = real(model, *args, **kwargs)
@@ -460,7 +463,7 @@ def test_non_finite_weights_are_never_saved(
                 next(model.parameters())[0, 0] = math.nan
         return out
 
-    monkeypatch.setattr(lab.trainer, "train_step", step_then_poison)
+    monkeypatch.setattr(lab.training.trainer, "train_step", step_then_poison)
     with pytest.raises(TrainingDiverged, match="non-finite weights at step 5; not saved"):
         train(tiny_config(tmp_path))
     assert not checkpoint_path(tmp_path).exists()
@@ -518,7 +521,7 @@ def test_a_full_disk_during_a_save_is_one_oserror_line(
     path = tmp_path / "checkpoint.pt"
     save_checkpoint({"step": 1, "weights": torch.zeros(10)}, path)
     before = path.read_bytes()
-    real = lab.checkpoint.atomic_writer
+    real = lab.common.checkpoint.atomic_writer
 
     def full_disk_writer(*args, **kwargs):
         writer = real(*args, **kwargs)
@@ -532,7 +535,7 @@ def test_a_full_disk_during_a_save_is_one_oserror_line(
 
         return Context()
 
-    monkeypatch.setattr(lab.checkpoint, "atomic_writer", full_disk_writer)
+    monkeypatch.setattr(lab.common.checkpoint, "atomic_writer", full_disk_writer)
     with pytest.raises(OSError) as error:
         save_checkpoint({"step": 2, "weights": torch.zeros(100_000)}, path)
     assert error.value.errno == errno.ENOSPC
@@ -564,16 +567,16 @@ def test_a_stop_during_a_periodic_evaluation_does_not_wait_for_it(
     """One SIGTERM once waited 88 s for a periodic evaluation of 400,000 samples to end. Now
     the evaluation checks between batches: the stop comes after the first batch, the step it
     followed is saved, and nothing of the unfinished evaluation is logged."""
-    import lab.extrapolation
+    import lab.evaluation.extrapolation
 
     batches = []
-    real = lab.extrapolation.score_answers
+    real = lab.evaluation.extrapolation.score_answers
 
     def count_batches(*args):
         batches.append(1)
         return real(*args)
 
-    monkeypatch.setattr(lab.extrapolation, "score_answers", count_batches)
+    monkeypatch.setattr(lab.evaluation.extrapolation, "score_answers", count_batches)
     config = tiny_config(tmp_path, "train.eval_samples=64", "eval.batch_tokens=64")
     with pytest.raises(TrainingInterrupted) as stop:
         train(config, should_stop=lambda: bool(batches))  # true once one batch was scored

@@ -10,10 +10,10 @@ from conftest import TINY_RUN, tiny_config
 
 import eval as eval_cli
 import train as train_cli
-from lab.batches import training_batch
-from lab.config import Config, ConfigError, load_config
-from lab.runtime import compute_dtype
-from lab.trainer import build_model, build_optimizer, train_step
+from lab.common.batches import training_batch
+from lab.common.config import Config, ConfigError, load_config
+from lab.common.runtime import compute_dtype
+from lab.training.trainer import build_model, build_optimizer, train_step
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

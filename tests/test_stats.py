@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from lab.stats import ALPHA, compare, mcnemar_exact, t_interval, t_quantile_975
+from lab.common.stats import ALPHA, compare, mcnemar_exact, t_interval, t_quantile_975
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import torch
 from conftest import SWEEP_TINY
 
 import sweep
-from lab.config import ConfigError, load_config
-from lab.sweep import expand, load_sweep
+from lab.common.config import ConfigError, load_config
+from lab.sweeps.sweep import expand, load_sweep
 
 TINY = SWEEP_TINY
 CONFIG = str(Path(__file__).parents[1] / "configs" / "quick.yaml")
@@ -126,9 +126,9 @@ def test_missing_sweep_file(capsys):
 def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys):
     """Ctrl-C during the first run's training: it saves a checkpoint, the rest never start,
     the command exits 130; the same command then finishes everything."""
-    import lab.trainer
+    import lab.training.trainer
 
-    real_batch = lab.trainer.training_batch
+    real_batch = lab.training.trainer.training_batch
 
     def interrupt_at_step_3(task, seed, step, *args):
         if step == 3:
@@ -136,7 +136,7 @@ def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys
         return real_batch(task, seed, step, *args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(lab.trainer, "training_batch", interrupt_at_step_3)
+        patch.setattr(lab.training.trainer, "training_batch", interrupt_at_step_3)
         assert run_sweep(tmp_path, "position=none,rope", "seed=0") == 130
     assert "interrupted" in capsys.readouterr().err
     assert torch.load(tmp_path / "none-copy-seed0" / "checkpoint.pt")["step"] == 3
@@ -333,7 +333,7 @@ def test_a_trained_run_is_evaluated_many_ways_without_retraining(finished, tmp_p
         *(f"rope-copy-seed0 [scaling={rule}, scaling_factor={f}]" for rule, f in RULES),
     ]
     assert "rope [scaling=yarn, scaling_factor=4]" in (copy / "report.md").read_text()
-    from lab.report import plot_accuracy_vs_length
+    from lab.reporting.report import plot_accuracy_vs_length
 
     assert len(plot_accuracy_vs_length(results, None).axes[0].containers) == 5  # one per rule
     assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from matplotlib.container import BarContainer
 
-from lab.sweep_figures import learning_speed_figure, order_sensitivity_figure, save
+from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure, save
 
 RESULTS = json.loads((Path(__file__).parents[1] / "docs" / "ablation_results.json").read_text())
 

@@ -13,15 +13,15 @@ import torch
 from conftest import tiny_config
 
 from data import EOS, PAD, available_tasks, build_task, task_class
-from lab.aggregate import groups
-from lab.batches import evaluation_set, validation_set
-from lab.checkpoint import load_checkpoint
-from lab.config import ConfigError, load_config
-from lab.extrapolation import evaluate_length
-from lab.metrics import score_answers
-from lab.run_logs import periodic_lengths
-from lab.sweep import expand, load_sweep
-from lab.trainer import build_model, train
+from lab.common.batches import evaluation_set, validation_set
+from lab.common.checkpoint import load_checkpoint
+from lab.common.config import ConfigError, load_config
+from lab.evaluation.extrapolation import evaluate_length
+from lab.evaluation.metrics import score_answers
+from lab.reporting.aggregate import groups
+from lab.sweeps.sweep import expand, load_sweep
+from lab.training.run_logs import periodic_lengths
+from lab.training.trainer import build_model, train
 from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
 
@@ -301,7 +301,7 @@ def test_runs_with_other_task_options_are_grouped_apart() -> None:
 def test_runs_with_other_task_options_are_not_compared_as_schemes() -> None:
     """Two answer forms of a task have different chance levels: a significance test between
     them would rank the forms, not the schemes; schemes of one form are still compared."""
-    from lab.aggregate import significance_lines
+    from lab.reporting.aggregate import significance_lines
 
     def result(position: str, options: dict, correct: str) -> dict:
         data = {"task": "parity", "options": {"parity": options}}

@@ -17,14 +17,14 @@ import torch
 from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-import lab.trainer
+import lab.training.trainer
 from data import build_task
-from lab.checkpoint import checkpoint_path, load_checkpoint
-from lab.config import Config, config_from_dict, load_config
-from lab.extrapolation import evaluate_length
-from lab.resume import resume_config
-from lab.schedule import warmup_cosine
-from lab.trainer import TrainingDiverged, TrainResult, build_model, train
+from lab.common.checkpoint import checkpoint_path, load_checkpoint
+from lab.common.config import Config, config_from_dict, load_config
+from lab.evaluation.extrapolation import evaluate_length
+from lab.training.resume import resume_config
+from lab.training.schedule import warmup_cosine
+from lab.training.trainer import TrainingDiverged, TrainResult, build_model, train
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERRUPT_AT = 7
@@ -132,7 +132,7 @@ def test_resume_from_a_periodic_checkpoint_equals_uninterrupted(
 ) -> None:
     """A crash between checkpoints (no Ctrl-C save) resumes from the last periodic one."""
     _, full = straight
-    real = lab.trainer.training_batch
+    real = lab.training.trainer.training_batch
 
     def crash(task, seed, index, *args):
         if index == 13:
@@ -140,7 +140,7 @@ def test_resume_from_a_periodic_checkpoint_equals_uninterrupted(
         return real(task, seed, index, *args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(lab.trainer, "training_batch", crash)
+        patch.setattr(lab.training.trainer, "training_batch", crash)
         with pytest.raises(RuntimeError, match="crash"):
             train(tiny_config(tmp_path))
     assert load_checkpoint(tmp_path)["step"] == 10
@@ -175,7 +175,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(
         loss = real(*args, **kwargs)
         return loss * math.nan if len(calls) > 7 else loss
 
-    monkeypatch.setattr(lab.trainer.torch.nn.functional, "cross_entropy", nan_from_step_7)
+    monkeypatch.setattr(lab.training.trainer.torch.nn.functional, "cross_entropy", nan_from_step_7)
     with pytest.raises(TrainingDiverged, match=r"loss is nan at step 7\b"):
         train(tiny_config(tmp_path))
     state = load_checkpoint(tmp_path)
@@ -303,14 +303,14 @@ def test_a_new_run_never_overwrites_an_existing_one(tmp_path: Path, capsys) -> N
 def test_resume_follows_a_moved_run_folder(tmp_path: Path) -> None:
     config = tiny_config(tmp_path / "before", "train.steps=8", "train.eval_every=8")
     with pytest.raises(KeyboardInterrupt), pytest.MonkeyPatch.context() as patch:
-        real = lab.trainer.training_batch
+        real = lab.training.trainer.training_batch
 
         def stop_at_4(task, seed, step, *args):
             if step == 4:
                 raise KeyboardInterrupt
             return real(task, seed, step, *args)
 
-        patch.setattr(lab.trainer, "training_batch", stop_at_4)
+        patch.setattr(lab.training.trainer, "training_batch", stop_at_4)
         train(config)
     moved = tmp_path / "after"
     Path(config.run_dir).rename(moved)

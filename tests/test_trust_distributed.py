@@ -3,8 +3,9 @@
 A rank's rows of ``selective_copy`` or ``binary_addition`` hold more or fewer answer tokens than
 the other's, so the mean of the ranks' token means is not the global token mean (it was off by
 2.5e-2 relative in the gradients at step 0). The ranks run as two spawned processes joined
-through a file (no ports), each taking the real :func:`lab.trainer.train_step` on its shard of
-the global batch inside DDP, exactly as :func:`lab.trainer.run_loop` does.
+through a file (no ports), each taking the real :func:`lab.training.trainer.train_step` on its
+shard of
+the global batch inside DDP, exactly as :func:`lab.training.trainer.run_loop` does.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from lab.batches import training_batch
-from lab.distributed import Group
-from lab.trainer import start_run, train, train_step
+from lab.common.batches import training_batch
+from lab.training.distributed import Group
+from lab.training.trainer import start_run, train, train_step
 from tests.conftest import TINY_RUN, tiny_config
 from tests.test_distributed import EXACT, ROOT, TIMEOUT_S
 

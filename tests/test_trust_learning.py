@@ -25,20 +25,20 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_findings import run as finding_run
 from test_findings import sweep
 
-import lab.run_logs
-from lab.aggregate import headline_table, left_out_line, lengths_table, significance_words
-from lab.checkpoint import load_checkpoint
-from lab.config import load_config
-from lab.extrapolation import LengthResult
-from lab.findings import findings
-from lab.learned import LEARNED, left_out_count, not_learned_reason
-from lab.overview import markdown_report
-from lab.report import csv_rows, plot_accuracy_vs_length, summary_table
-from lab.resume import resume_config
-from lab.run_logs import loss_lengths, periodic_lengths, reached_target
-from lab.stats import compare
-from lab.sweep_figures import learning_speed_figure, order_sensitivity_figure
-from lab.trainer import TrainingInterrupted, train
+import lab.training.run_logs
+from lab.common.checkpoint import load_checkpoint
+from lab.common.config import load_config
+from lab.common.stats import compare
+from lab.evaluation.extrapolation import LengthResult
+from lab.evaluation.learned import LEARNED, left_out_count, not_learned_reason
+from lab.reporting.aggregate import headline_table, left_out_line, lengths_table, significance_words
+from lab.reporting.findings import findings
+from lab.reporting.overview import markdown_report
+from lab.reporting.report import csv_rows, plot_accuracy_vs_length, summary_table
+from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure
+from lab.training.resume import resume_config
+from lab.training.run_logs import loss_lengths, periodic_lengths, reached_target
+from lab.training.trainer import TrainingInterrupted, train
 
 # ---------------------------------------------------------------------------------------------
 # Periodic evaluation and early stopping
@@ -67,7 +67,7 @@ def scored_by_length(monkeypatch: pytest.MonkeyPatch, weak: dict[int, float]) ->
         em = weak.get(batch.length, 1.0)
         return LengthResult(batch.length, batch.inputs.shape[1], 16, em, em, em, em)
 
-    monkeypatch.setattr(lab.run_logs, "evaluate_batch", fake)
+    monkeypatch.setattr(lab.training.run_logs, "evaluate_batch", fake)
 
 
 def test_one_length_below_target_keeps_training_though_the_mean_is_above(
@@ -105,7 +105,7 @@ def token_scored(monkeypatch: pytest.MonkeyPatch, sigterm_at: int | None = None)
     at step 10, so a target could not be met), from the real model; with ``sigterm_at``, send
     this process a real SIGTERM when that evaluation starts (once). Returns the list of
     evaluated lengths, appended to as they are scored."""
-    real, seen, calls = lab.run_logs.evaluate_batch, [], []
+    real, seen, calls = lab.training.run_logs.evaluate_batch, [], []
 
     def scored(model, batch, *args) -> LengthResult:
         calls.append(batch.length)
@@ -115,7 +115,7 @@ def token_scored(monkeypatch: pytest.MonkeyPatch, sigterm_at: int | None = None)
         result = real(model, batch, *args)
         return replace(result, exact_match=result.token_accuracy)
 
-    monkeypatch.setattr(lab.run_logs, "evaluate_batch", scored)
+    monkeypatch.setattr(lab.training.run_logs, "evaluate_batch", scored)
     return calls
 
 

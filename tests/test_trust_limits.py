@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.checkpoint import FIELDS, checkpoint_digest, checkpoint_path, load_checkpoint
-from lab.config import (
+from lab.common.checkpoint import FIELDS, checkpoint_digest, checkpoint_path, load_checkpoint
+from lab.common.config import (
     MAX_BATCH_TOKENS,
     MAX_EVAL_LENGTHS,
     MAX_SEED,
@@ -30,10 +30,10 @@ from lab.config import (
     config_to_dict,
     load_config,
 )
-from lab.evaluation import evaluate_model, evaluation_lengths, load_evaluation
-from lab.report import EVAL_NAME, inconsistency, write_eval_json
-from lab.runtime import MAX_THREADS
-from lab.sweep import expand, load_sweep
+from lab.common.runtime import MAX_THREADS
+from lab.evaluation.evaluate import evaluate_model, evaluation_lengths, load_evaluation
+from lab.reporting.report import EVAL_NAME, inconsistency, write_eval_json
+from lab.sweeps.sweep import expand, load_sweep
 from model import ModelConfig, Transformer
 from model.config import MAX_PARAMETERS, MAX_RANDOMIZED_POSITIONS, MAX_WIDTH
 from model.position.cope import CopeOptions
@@ -278,7 +278,7 @@ def test_every_command_refuses_a_huge_thread_count(tmp_path, capsys):
 
 
 def test_the_block_sweep_has_the_same_maxima(tmp_path, capsys):
-    from lab import block_sweep
+    from lab.bench import block_sweep
 
     argv = ["--lengths", "100000000", "--out", str(tmp_path / "b.json")]
     assert block_sweep.main(argv) == 2
@@ -493,7 +493,7 @@ def test_an_eval_json_with_nan_is_re_evaluated_with_one_warning(evaluation, tmp_
 def test_the_property_report_reads_a_trained_runs_eval_json_through_the_same_check(
     evaluation, tmp_path, capsys
 ):
-    from lab.property_report import run_rows
+    from lab.properties.report import run_rows
 
     config = load_config(None, ["data.task=copy", "data.train_max_length=6", *TINY])
     weights = Transformer(config.model).state_dict()

@@ -1,4 +1,5 @@
-"""The cross-machine comparison (lab.reproducibility) and the machine record (lab.machine)."""
+"""The cross-machine comparison (lab.reporting.reproducibility) and the machine record
+(lab.common.machine)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.machine import describe, machine_info
-from lab.reproducibility import compare_sweeps, markdown
+from lab.common.machine import describe, machine_info
+from lab.reporting.reproducibility import compare_sweeps, markdown
 
 PAGES = Path(__file__).parent.parent / "docs" / "reproducibility"
 
@@ -70,7 +71,7 @@ def test_the_machine_record_names_cpu_torch_and_blas() -> None:
 
 
 def test_a_file_that_is_no_results_json_is_one_line(tmp_path, capsys) -> None:
-    from lab.reproducibility import main
+    from lab.reporting.reproducibility import main
 
     sweep_json = tmp_path / "sweep.json"
     sweep_json.write_text('{"seconds": 1.0}')

@@ -33,17 +33,17 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 import eval as eval_cli
-import lab.evaluation
-import lab.trainer
+import lab.evaluation.evaluate
+import lab.training.trainer
 import sweep as sweep_cli
 import train as train_cli
-from lab.checkpoint import checkpoint_path, load_checkpoint
-from lab.config import save_config
-from lab.evaluation import evaluate_run, load_evaluation
-from lab.files import safe_folder
-from lab.resume import resume_config
-from lab.sweep import RunSpec, changed_settings, expand, load_sweep
-from lab.trainer import TrainingInterrupted, train
+from lab.common.checkpoint import checkpoint_path, load_checkpoint
+from lab.common.config import save_config
+from lab.common.files import safe_folder
+from lab.evaluation.evaluate import evaluate_run, load_evaluation
+from lab.sweeps.sweep import RunSpec, changed_settings, expand, load_sweep
+from lab.training.resume import resume_config
+from lab.training.trainer import TrainingInterrupted, train
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = str(ROOT / "configs" / "quick.yaml")
@@ -491,4 +491,6 @@ def test_evaluate_run_defaults_its_root_to_the_run(finished_run: Path, tmp_path:
     with pytest.raises(OSError, match="symbolic link"):
         evaluate_run(run, FAST_EVAL, device="cpu", write_to=run / "evaluations" / "x")
     assert list((tmp_path / "elsewhere").iterdir()) == []
-    assert lab.evaluation.load_evaluation(run, FAST_EVAL, run / "evaluations" / "x") is None
+    assert (
+        lab.evaluation.evaluate.load_evaluation(run, FAST_EVAL, run / "evaluations" / "x") is None
+    )

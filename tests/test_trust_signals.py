@@ -23,10 +23,10 @@ import eval as eval_cli
 import properties
 import sweep
 import train
-from lab.checkpoint import load_checkpoint
-from lab.cluster import still_running
-from lab.signals import STOP_SIGNALS, Stopped, deferred, run_main
-from lab.trainer import train as train_run
+from lab.common.checkpoint import load_checkpoint
+from lab.common.signals import STOP_SIGNALS, Stopped, deferred, run_main
+from lab.sweeps.cluster import still_running
+from lab.training.trainer import train as train_run
 from tests.conftest import TINY_RUN, tiny_config
 from tests.foreground import foreground
 

@@ -17,10 +17,10 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
-from lab.config import load_config
-from lab.report import write_tensorboard
-from lab.run_logs import HEADLINE, write_hparams
-from lab.sweep_tensorboard import SUFFIX, tensorboard_url, write_sweep_tensorboard
+from lab.common.config import load_config
+from lab.reporting.report import write_tensorboard
+from lab.reporting.sweep_tensorboard import SUFFIX, tensorboard_url, write_sweep_tensorboard
+from lab.training.run_logs import HEADLINE, write_hparams
 
 RESULTS = json.loads((Path(__file__).parents[1] / "docs" / "ablation_results.json").read_text())
 SCHEMES = ("none", "rope", "alibi")

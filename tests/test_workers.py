@@ -1,4 +1,4 @@
-"""lab.workers: one process per run; a killed worker fails alone; signals stop every worker
+"""lab.sweeps.workers: one process per run; a killed worker fails alone; signals stop every worker
 cleanly; a worker whose parent is killed stops and exits."""
 
 import os
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from lab.workers import run_in_processes, stop_on_signals
+from lab.sweeps.workers import run_in_processes, stop_on_signals
 
 
 @dataclass
@@ -21,7 +21,7 @@ class Spec:
 
 
 def job(spec: Spec, device: str, threads: int, should_stop) -> dict:
-    """A stand-in for lab.sweep.run_one: ``dies`` is killed as the OOM killer would;
+    """A stand-in for lab.sweeps.sweep.run_one: ``dies`` is killed as the OOM killer would;
     ``loops`` runs until told to stop; others return at once."""
     folder = Path(spec.folder)
     if spec.name == "dies":
@@ -86,7 +86,7 @@ import sys
 sys.path[:0] = [{tests!r}, {root!r}]
 from multiprocessing import get_context
 from test_workers import Spec, job
-from lab.workers import run_in_processes
+from lab.sweeps.workers import run_in_processes
 run_in_processes(job, [Spec("loops1", {folder!r})], ["cpu"], 1, get_context("spawn").Event())
 """
 

@@ -19,7 +19,7 @@ class LearnedOptions:
 
     MAX_POSITIONS: ClassVar[int] = 2**16
     """Most rows (65,536, as ``model.randomized_positions`` may draw): a table of ``(rows,
-    d_model)``; the lab's sequences have at most 4096 tokens (``lab.config.MAX_TOKENS``)."""
+    d_model)``; the lab's sequences have at most 4096 tokens (``lab.common.config.MAX_TOKENS``)."""
 
     max_positions: int = 1024
 

@@ -148,7 +148,7 @@ class RopeOptions:
     """Largest ``scaling_factor``: 8 times YaRN's largest published factor (128)."""
     MAX_ORIGINAL: ClassVar[int] = 2**16
     """Largest ``original_max_position`` (65,536 tokens: 16 times the lab's longest sequence,
-    ``lab.config.MAX_TOKENS``)."""
+    ``lab.common.config.MAX_TOKENS``)."""
     NO_OP_AT_ONE: ClassVar[frozenset[str]] = frozenset({"linear", "ntk", "yarn", "llama3"})
     """Rules that are plain RoPE at ``scaling_factor`` 1."""
 

@@ -73,7 +73,8 @@ class T5Options:
     MAX_BUCKETS: ClassVar[int] = 1024
     """Most ``num_buckets`` (32 times T5's 32): a ``(num_buckets, n_heads)`` table per layer."""
     MAX_DISTANCE: ClassVar[int] = 2**16
-    """Largest ``max_distance``: offsets past the lab's 4096 tokens (``lab.config.MAX_TOKENS``)
+    """Largest ``max_distance``: offsets past the lab's 4096 tokens
+    (``lab.common.config.MAX_TOKENS``)
     never occur, so 65,536 is 16 times more than any run can use."""
 
     num_buckets: int = 32

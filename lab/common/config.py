@@ -1,0 +1,684 @@
+"""Typed run configuration: YAML files in ``configs/`` plus dotted ``key=value`` overrides.
+
+Loading and merging is OmegaConf's (structured configs over dataclasses); each dataclass checks
+its own values in ``__post_init__``. Every error becomes one :class:`ConfigError` line naming
+the key or value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+import numpy as np
+import torch
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from data import Task, available_tasks, build_task, task_class, task_options
+from lab.common.files import atomic_write
+from lab.common.runtime import MAX_THREADS, check_precision, parse_device
+from model import ModelConfig
+from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
+from model.position import build_position
+from model.position.options import options_dict
+
+MAX_TOKENS = 4096
+"""Longest model input, in tokens, that a run may train on or evaluate (the periodic 4x
+evaluation and ``eval.py``'s grid included). It bounds memory and time: attention is quadratic
+in length, so a typo such as ``data.train_max_length=10000000`` fails at once, by name, instead
+of in a multi-GB allocation."""
+
+
+MAX_SAMPLES = 100_000
+"""Most sequences per length that an evaluation may draw (``train.eval_samples``,
+``eval.samples``, ``eval.probe_samples``): at 100,000 a 95% Wilson interval is already
+narrower than +-0.4%, and a typo such as ``train.eval_samples=100000000`` would otherwise keep a
+periodic evaluation (during which a stop signal waits) running for many minutes."""
+
+MAX_BATCH_TOKENS = 2**18
+"""Most tokens in one batch: ``train.batch_size`` times the longest training sequence, and
+``eval.batch_tokens``. 2**18 = 262,144 is 64 rows (the default batch) of :data:`MAX_TOKENS`
+tokens, 170 times the default ablation's training batch and 8 times the default evaluation
+batch; a typo such as ``train.batch_size=10000000`` fails by name instead of in an allocation."""
+
+MAX_STEPS = 10**7
+"""Most optimizer steps (``train.steps``; also the largest ``eval_every``, ``checkpoint_every``
+and ``log_every``): 2,500 times the default ablation's budget, days of CPU time."""
+
+MAX_EVAL_LENGTHS = 256
+"""Most lengths in ``eval.lengths``: the default grid has 10; each length is a full pass over
+``eval.samples`` sequences plus the probes."""
+
+MAX_SEED = 2**32 - 1
+"""Largest ``seed``: NumPy's legacy seeding and most tools take 32-bit seeds; larger ones make
+``torch.manual_seed`` overflow (a traceback at the first step)."""
+
+
+def sequence_tokens(task: Task, length: int) -> int:
+    """Model input tokens (``S - 1``) of one ``task`` sequence at ``length`` content items.
+
+    Every built-in task spends at least one token per content item, so a ``length`` above
+    :data:`MAX_TOKENS` is reported without building the sequence.
+    """
+    if length > MAX_TOKENS:
+        return length
+    return int(task.sample(np.random.default_rng(0), length, 1).inputs.shape[1])
+
+
+def check_finite(section: object, prefix: str) -> None:
+    """Raise :class:`ConfigError` naming the first float field of ``section`` that is NaN or
+    infinite (``prefix`` is the section's dotted name, e.g. ``"train."``)."""
+    for f in fields(section):
+        value = getattr(section, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{prefix}{f.name}={value} is invalid; it must be a finite number")
+
+
+class ConfigError(ValueError):
+    """A bad config file, key or value; the message is one line."""
+
+
+def check_range(key: str, value: float, low: float, high: float) -> None:
+    """Raise :class:`ConfigError` naming ``key`` unless ``low <= value <= high``, e.g.
+    ``train.batch_size=10000000 is invalid; it must be >= 1 and <= 262144``."""
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={value} is invalid; it must be >= {low} and <= {high}")
+
+
+RENAMED_DATA_KEYS = {"n_symbols": "options.TASK.n_symbols"}
+"""Keys of ``data.*`` that moved into a task's options (old name -> new name under data)."""
+
+
+@dataclass
+class DataConfig:
+    """Which task to train on, with which options, and at which lengths.
+
+    Attributes:
+        task: a registered task (:func:`data.available_tasks` lists them).
+        train_min_length: shortest training ``length`` (content items), inclusive; ``null``
+            takes the task's default (its ``train_lengths``).
+        train_max_length: longest training ``length``, inclusive; each batch draws one length
+            uniformly from this range; ``null`` takes the task's default.
+        options: per-task options, ``{task name: {option: value}}`` (``data.options.copy.
+            n_symbols=10``); each section is checked against its task's ``Options`` dataclass and
+            the active task's section is filled with every default, so a saved config holds every
+            value the run used. Sections of other tasks may be given (a sweep's shared base).
+    """
+
+    task: str = "svo"
+    train_min_length: int | None = None
+    train_max_length: int | None = None
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def build_task(self) -> Task:
+        """The task these settings describe (see :func:`data.build_task`)."""
+        return build_task(self.task, self.options.get(self.task))
+
+    def __post_init__(self) -> None:
+        """Check the task, every options section and the lengths; nothing is filled in here
+        (:meth:`resolved` does, once the whole config is merged)."""
+        if self.task not in available_tasks():
+            raise ConfigError(
+                f"data.task={self.task!r} is not a known task; "
+                f"choose one of {', '.join(available_tasks())}"
+            )
+        for name in {**dict(self.options), self.task: {}}:
+            if name not in available_tasks():
+                names = ", ".join(available_tasks())
+                raise ConfigError(f"data.options.{name} names no task; choose among {names}")
+            task_options(name, dict(self.options.get(name) or {}))
+        task = self.build_task()
+        low, high = self.train_range
+        if not task.min_length <= low <= high:
+            raise ConfigError(
+                f"data.train_min_length={low} and data.train_max_length={high} are invalid; "
+                f"need {task.min_length} <= train_min_length <= train_max_length for task "
+                f"{self.task!r} with data.options.{self.task}="
+                f"{options_dict(task.options) or '{}'}"
+            )
+
+    @property
+    def train_range(self) -> tuple[int, int]:
+        """``(train_min_length, train_max_length)``, a ``null`` one from the task's default."""
+        low, high = task_class(self.task).train_lengths
+        given = (self.train_min_length, self.train_max_length)
+        return (low if given[0] is None else given[0], high if given[1] is None else given[1])
+
+    def resolved(self) -> DataConfig:
+        """These settings with every default written out: both lengths, and the active task's
+        options section holding every option (what a saved run records)."""
+        sections = {k: dict(v) for k, v in self.options.items()}
+        sections[self.task] = options_dict(task_options(self.task, sections.get(self.task)))
+        low, high = self.train_range
+        return replace(self, train_min_length=low, train_max_length=high, options=sections)
+
+
+def migrate_data_keys(data_values: dict[str, Any]) -> dict[str, Any]:
+    """Saved ``data`` section of an older run (a copy) that means what it meant when saved:
+    :data:`RENAMED_DATA_KEYS` moved into the active task's options (dropped for a task without
+    that option, where it did nothing), and each option the task's ``Options.SAVED_BEFORE``
+    names that the section lacks set to the value runs used before it existed (a run saved
+    before ``parity`` had ``scratchpad`` trained on the one-bit answer). A run saved by this
+    version holds every option of its task, so nothing is filled in for it."""
+    values = dict(data_values)
+    task = values.get("task", "svo")
+    options = {k: dict(v) for k, v in (values.get("options") or {}).items()}
+    for old, new in RENAMED_DATA_KEYS.items():
+        if old not in values:
+            continue
+        value, key = values.pop(old), new.rsplit(".", 1)[1]
+        if task in available_tasks() and key in options_dict(task_class(task).Options()):
+            options.setdefault(task, {})[key] = value
+    if task in available_tasks():
+        for key, value in getattr(task_class(task).Options, "SAVED_BEFORE", {}).items():
+            options.setdefault(task, {}).setdefault(key, value)
+    if options:
+        values["options"] = options
+    return values
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation: AdamW with linear warmup then cosine decay, gradient clipping.
+
+    Attributes:
+        steps: optimizer steps (the budget).
+        batch_size: sequences per step.
+        lr: peak learning rate.
+        min_lr: learning rate at the end of the cosine decay.
+        warmup_steps: steps of linear warmup from 0 to ``lr``.
+        weight_decay: AdamW decoupled weight decay on matrices (not on norms and biases).
+        beta1, beta2: AdamW moment coefficients.
+        grad_clip: clip the global gradient norm to this value (0 disables).
+        target_accuracy: stop early once a periodic evaluation's exact-match reaches this
+            value at EVERY training length (the minimum over them; ``null`` trains the whole
+            budget). A run that ends at its budget below it is marked not learned.
+        eval_every: steps between periodic evaluations (also at the end).
+        eval_samples: sequences per length in periodic evaluations.
+        checkpoint_every: steps between checkpoints (also at the end and on Ctrl-C).
+        log_every: steps between TensorBoard training scalars.
+        progress: show a tqdm progress bar.
+    """
+
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    target_accuracy: float | None = None
+    eval_every: int = 250
+    eval_samples: int = 128
+    checkpoint_every: int = 500
+    log_every: int = 10
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_finite(self, "train.")
+        for name in ("steps", "eval_every", "checkpoint_every", "log_every"):
+            check_range(f"train.{name}", getattr(self, name), 1, MAX_STEPS)
+        check_range("train.batch_size", self.batch_size, 1, MAX_BATCH_TOKENS)
+        if not 1 <= self.eval_samples <= MAX_SAMPLES:
+            raise ConfigError(
+                f"train.eval_samples={self.eval_samples} is invalid; it must be in "
+                f"[1, {MAX_SAMPLES}]"
+            )
+        if not 0 < self.min_lr <= self.lr:
+            raise ConfigError(
+                f"train.lr={self.lr} and train.min_lr={self.min_lr} are invalid; "
+                "need 0 < min_lr <= lr"
+            )
+        if not 0 <= self.warmup_steps < self.steps:
+            raise ConfigError(
+                f"train.warmup_steps={self.warmup_steps} is invalid; it must be in "
+                f"[0, train.steps={self.steps})"
+            )
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ConfigError(
+                f"train.target_accuracy={self.target_accuracy} is invalid; "
+                "it must be in (0, 1] or null"
+            )
+        for name in ("grad_clip", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)} is invalid; it must be >= 0")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(
+                    f"train.{name}={getattr(self, name)} is invalid; it must be in [0, 1)"
+                )
+
+
+@dataclass
+class EvalConfig:
+    """Length-extrapolation and order-sensitivity evaluation (``eval.py``).
+
+    Attributes:
+        lengths: explicit length grid; ``null`` uses the default grid: 4 lengths spread over the
+            training range and 1.1, 1.25, 1.5, 2, 3 and 4 times the longest training length (up
+            to ``max_length_factor``). The multiples are always evaluated.
+        max_length_factor: longest evaluated length over the longest training length.
+        samples: sequences per length.
+        batch_tokens: evaluation batch size in tokens (rows per batch = batch_tokens / length).
+        probe_samples: prompts for the permutation probe, and minimal pairs per length.
+        position_options: evaluation-time overrides of the run's position options, e.g.
+            ``eval.position_options.theta=20000`` for RoPE; only options its scheme marks evaluable
+            (:meth:`model.ModelConfig.at_evaluation` checks them per run).
+    """
+
+    lengths: list[int] | None = None
+    max_length_factor: float = 4.0
+    samples: int = 256
+    batch_tokens: int = 32768
+    probe_samples: int = 256
+    position_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_finite(self, "eval.")
+        if self.max_length_factor < 1:  # its upper bound depends on the run: check_lengths
+            raise ConfigError(
+                f"eval.max_length_factor={self.max_length_factor} is invalid; it must be >= 1"
+            )
+        check_range("eval.batch_tokens", self.batch_tokens, 1, MAX_BATCH_TOKENS)
+        for name in ("samples", "probe_samples"):
+            if not 1 <= getattr(self, name) <= MAX_SAMPLES:
+                value = getattr(self, name)
+                raise ConfigError(
+                    f"eval.{name}={value} is invalid; it must be in [1, {MAX_SAMPLES}]"
+                )
+        if self.lengths is not None and (not self.lengths or min(self.lengths) < 1):
+            raise ConfigError(f"eval.lengths={self.lengths} is invalid; give lengths >= 1")
+        if self.lengths is not None and len(self.lengths) > MAX_EVAL_LENGTHS:
+            raise ConfigError(
+                f"eval.lengths has {len(self.lengths)} lengths; the maximum is {MAX_EVAL_LENGTHS}"
+            )
+        if self.lengths is not None and max(self.lengths) > MAX_TOKENS:
+            # every task spends at least one token per content item (see sequence_tokens)
+            raise ConfigError(
+                f"eval.lengths={self.lengths} is too long: eval.py needs length "
+                f"{max(self.lengths)} (over {MAX_TOKENS} tokens for any task); the maximum is "
+                f"{MAX_TOKENS} tokens per sequence"
+            )
+
+
+@dataclass
+class Config:
+    """One run: model, data, training and evaluation settings, plus where and how to run.
+
+    Attributes:
+        seed: seeds parameters, data order and evaluation sets.
+        device: ``auto`` (CUDA, then MPS, then CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        threads: CPU threads for PyTorch; 1 by default, which degrades gracefully on a busy
+            machine (README, "Threads"); 0 keeps PyTorch's default (one per core).
+        precision: of the training steps: ``auto`` (bf16 autocast on CUDA, float32 elsewhere),
+            ``fp32`` or ``bf16`` (see :func:`lab.common.runtime.autocast`). Evaluation runs in
+            float32
+            on CPU and MPS and in bf16 on CUDA, whatever the training precision.
+        compile: wrap the model in ``torch.compile`` (lengths marked dynamic).
+        run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
+    """
+
+    model: ModelConfig = field(
+        default_factory=lambda: ModelConfig(d_model=64, n_layers=3, n_heads=4, d_ff=256)
+    )
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 0
+    device: str = "auto"
+    threads: int = 1
+    precision: str = "auto"
+    compile: bool = False
+    run_dir: str = "runs/default"
+
+    def __post_init__(self) -> None:
+        """Checks that span sections: every length against :data:`MAX_TOKENS` and the position
+        scheme's table, finite model numbers, and the run-level fields."""
+        check_finite(self.model, "model.")
+        check_range("seed", self.seed, 0, MAX_SEED)
+        check_range("threads", self.threads, 0, MAX_THREADS)
+        try:
+            parse_device(self.device)
+            check_precision(self.precision)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if not self.run_dir:
+            raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
+        self.data = self.data.resolved()  # here, not in DataConfig: its defaults stay null
+        task = self.data.build_task()
+        longest = self.data.train_max_length
+        trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
+        check_lengths(self.data, self.eval)
+        self.model = self.model.with_training_context(trained)
+        if self.train.batch_size * trained > MAX_BATCH_TOKENS:
+            raise ConfigError(
+                f"train.batch_size={self.train.batch_size} is too large: {self.train.batch_size} "
+                f"rows of {trained} tokens (data.train_max_length={longest}) exceed "
+                f"{MAX_BATCH_TOKENS} tokens per batch; give train.batch_size <= "
+                f"{MAX_BATCH_TOKENS // trained}"
+            )
+        randomized = self.model.randomized_positions
+        if randomized and randomized < trained:
+            raise ConfigError(
+                f"model.randomized_positions={randomized} is too small: the longest training "
+                f"sequence ({trained} tokens at data.train_max_length={longest}) needs as many "
+                f"distinct positions; give 0 (off) or a value in [{trained}, "
+                f"{MAX_RANDOMIZED_POSITIONS}]"
+            )
+        with torch.device("meta"):  # the scheme's limit, without allocating its table
+            limit = build_position(self.model).max_length()
+        tokens = trained
+        if limit is not None and tokens > limit:
+            key = f"model.options.{self.model.position}.max_positions"
+            raise ConfigError(
+                f"{key}={limit} is shorter than the longest training sequence "
+                f"({tokens} tokens at data.train_max_length={longest}); set {key} >= {tokens}"
+            )
+
+
+def check_lengths(data: DataConfig, evaluation: EvalConfig) -> None:
+    """Check every length a run of ``data`` evaluated with ``evaluation`` uses against
+    :data:`MAX_TOKENS`: the periodic evaluation at 4x ``data.train_max_length`` and
+    ``eval.py``'s grid (``eval.lengths``, or ``eval.max_length_factor`` times the longest training
+    length). A run's config checks it when built; ``eval.py`` with its overrides too, before any
+    evaluation (:func:`lab.evaluation.evaluate.evaluation_lengths`).
+
+    Raises:
+        ConfigError: one line naming the setting, the length it needs and the maximum.
+    """
+    task = data.build_task()
+    longest = data.train_range[1]
+    asked = {  # key=value -> (the longest length it makes a run use, where)
+        f"data.train_max_length={longest}": (4 * longest, "the periodic 4x evaluation"),
+    }
+    if evaluation.lengths is not None:
+        asked[f"eval.lengths={evaluation.lengths}"] = (max(evaluation.lengths), "eval.py")
+    else:
+        factor = f"eval.max_length_factor={evaluation.max_length_factor}"
+        asked[factor] = (round(evaluation.max_length_factor * longest), "eval.py")
+    for setting, (length, where) in asked.items():
+        try:
+            tokens = sequence_tokens(task, length)
+        except ValueError as error:  # a length the task's options cannot make
+            raise ConfigError(f"{setting}: {where} needs length {length}, but {error}") from None
+        if tokens > MAX_TOKENS:
+            size = f"{tokens} tokens" if length <= MAX_TOKENS else f"over {MAX_TOKENS} tokens"
+            raise ConfigError(
+                f"{setting} is too long: {where} needs length {length} ({size} for task "
+                f"{data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
+            )
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> Config:
+    """Build a :class:`Config` from defaults, an optional YAML file and ``key=value`` overrides.
+
+    ``model.vocab_size`` is taken from the task's vocabulary; setting it to anything else is an
+    error.
+
+    Raises:
+        ConfigError: missing file, unknown key, bad value or bad override syntax (one line).
+    """
+    sources = [load_yaml(path)] if path is not None else []
+    sources.append(_parse_overrides(overrides))
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), *sources)
+        config = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    assert isinstance(config, Config)
+    vocab_size = config.data.build_task().vocab_size
+    given = [OmegaConf.select(s, "model.vocab_size") for s in sources]
+    if any(v is not None and v != vocab_size for v in given):
+        raise ConfigError(
+            f"model.vocab_size is set by the task ({config.data.task!r} has {vocab_size} tokens); "
+            "remove model.vocab_size from the config"
+        )
+    config.model = replace(config.model, vocab_size=vocab_size)
+    return config
+
+
+RESUME_KEYS = ("device", "threads", "compile", "train.progress", "train.steps")
+"""Keys that ``--resume`` may change: where and how the run executes, and the step budget
+(a longer budget extends a run; see :func:`lab.training.trainer.train`)."""
+
+
+def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Config:
+    """``config`` with ``key=value`` overrides applied (parsed as :func:`load_config` does).
+
+    Raises:
+        ConfigError: bad override syntax, unknown key or bad value (one line).
+    """
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(config), _parse_overrides(overrides))
+        updated = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    assert isinstance(updated, Config)
+    return updated
+
+
+def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
+    """Check the keys and value types of ``key=value`` overrides, without the checks that need
+    a whole config (a task's lengths, a scheme's table): for overrides that will be applied to
+    saved runs, whose tasks are not known yet.
+
+    Raises:
+        ConfigError: bad override syntax, unknown key or a value of the wrong type (one line).
+    """
+    try:
+        OmegaConf.merge(OmegaConf.structured(Config), _parse_overrides(overrides))
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
+
+
+def changed_keys(before: Config, after: Config) -> dict[str, tuple[Any, Any]]:
+    """Dotted key -> ``(before, after)`` for every leaf value that differs."""
+    old, new = _flatten(config_to_dict(before)), _flatten(config_to_dict(after))
+    return {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def config_from_dict(values: dict[str, Any]) -> Config:
+    """Rebuild a saved :class:`Config` (from a checkpoint or ``config.yaml``).
+
+    Raises:
+        ConfigError: the values do not fit this version's config, or a saved
+            ``model.vocab_size`` is not the vocabulary of the saved task (one line).
+    """
+    try:
+        if isinstance(values.get("model"), dict):  # runs saved before model.options existed
+            values = {**values, "model": migrate_keys(values["model"])}
+        if isinstance(values.get("data"), dict):  # runs saved before data.options existed
+            values = {**values, "data": migrate_data_keys(values["data"])}
+        merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(values))
+        config = OmegaConf.to_object(merged)
+    except (OmegaConfBaseException, ValueError) as error:
+        raise ConfigError(f"saved config is incompatible: {_one_line(error)}") from None
+    assert isinstance(config, Config)
+    saved = values.get("model", {}).get("vocab_size") if isinstance(values, dict) else None
+    vocab = config.data.build_task().vocab_size
+    if saved is not None and saved != vocab:  # its weights would be run on another task's tokens
+        raise ConfigError(
+            f"saved config is inconsistent: model.vocab_size={saved}, but its task "
+            f"{config.data.task!r} has {vocab} tokens (a config naming another task than the "
+            "one the run was trained on?)"
+        )
+    return config
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """Plain nested dict of a :class:`Config` (for checkpoints, JSON and YAML)."""
+    values = OmegaConf.to_container(OmegaConf.structured(config))
+    assert isinstance(values, dict)
+    return values
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    """Write ``config`` as YAML to ``path`` (atomically; a symlink there is replaced)."""
+    atomic_write(path, OmegaConf.to_yaml(OmegaConf.structured(config)))
+
+
+def flat_keys() -> list[str]:
+    """Dotted names of every config key, e.g. ``model.position``."""
+    return list(_field_types())
+
+
+def load_yaml(path: str | Path) -> DictConfig:
+    """Read a YAML file holding a mapping (a run config or a sweep file).
+
+    Raises:
+        ConfigError: a missing file, a YAML syntax error or a top level that is not a mapping
+            (one line naming the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; see the files in configs/")
+    try:
+        loaded = OmegaConf.load(path)
+    except Exception as error:  # YAML syntax errors come from several libraries
+        raise ConfigError(
+            f"config file {str(path)!r} is not valid YAML: {_one_line(error)}"
+        ) from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections")
+    return loaded
+
+
+def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
+    """``key=value`` items as a config; later items win.
+
+    A value is read as YAML (``3`` an int, ``null`` None, ``[1,2]`` a list), except for a key
+    typed ``str`` (a config field or a task option), which keeps the literal text:
+    ``run_dir=007`` is the folder ``007``, not 7, and ``data.options.modular_arithmetic.
+    operations=*`` the text ``*``, not a YAML alias.
+    """
+    typed, literal = [], []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value, e.g. model.position=rope")
+        text = _field_types().get(key) is str or _task_option_type(key) is str
+        (literal if text else typed).append((key, value, item))
+    try:
+        parsed = OmegaConf.from_dotlist([item for _, _, item in typed])
+        for key, value, _ in literal:  # in the given order: the last one wins
+            OmegaConf.update(parsed, key, value, force_add=True)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_one_line(error)) from None
+    except yaml.YAMLError as error:  # a value YAML cannot read, e.g. an unquoted *
+        problem = str(error).splitlines()[0]
+        raise ConfigError(
+            f"cannot read the overrides {' '.join(item for _, _, item in typed)!r} as YAML "
+            f"({problem}); quote the value, e.g. 'key=\"*\"'"
+        ) from None
+    return parsed
+
+
+def _task_option_type(key: str) -> Any:
+    """Declared type of the task option ``data.options.TASK.KEY`` (None for any other key)."""
+    parts = key.split(".")
+    if len(parts) != 4 or parts[:2] != ["data", "options"] or parts[2] not in available_tasks():
+        return None
+    options = task_class(parts[2]).Options
+    hints = get_type_hints(options)
+    return hints[parts[3]] if parts[3] in {f.name for f in fields(options)} else None
+
+
+@cache
+def _field_types(cls: type = Config, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> declared type of every leaf field, in field order, e.g.
+    ``{"model.vocab_size": int, ..., "run_dir": str}``."""
+    types = {}
+    hints = get_type_hints(cls)
+    for name, kind in ((f.name, hints[f.name]) for f in fields(cls)):
+        if is_dataclass(kind):
+            types.update(_field_types(kind, f"{prefix}{name}."))
+        else:
+            types[f"{prefix}{name}"] = kind
+    return types
+
+
+def _one_line(error: Exception) -> str:
+    """First line of an OmegaConf error, with the allowed keys when a key is unknown."""
+    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+    full_key = getattr(error, "full_key", None)
+    renamed = full_key and RENAMED_KEYS.get(full_key.removeprefix("model."))
+    if type(error).__name__ == "ConfigKeyError" and renamed:
+        return f"config key {full_key!r} was renamed; use model.{renamed} instead"
+    renamed_data = full_key and RENAMED_DATA_KEYS.get(full_key.removeprefix("data."))
+    if type(error).__name__ == "ConfigKeyError" and renamed_data:
+        example = renamed_data.replace("TASK", "copy")
+        return (
+            f"config key {full_key!r} was renamed; use data.{renamed_data} instead, "
+            f"e.g. data.{example}"
+        )
+    if type(error).__name__ == "ConfigKeyError" and full_key:
+        section = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
+        if section:
+            allowed = [k for k in flat_keys() if k.startswith(section)]
+        else:
+            allowed = [f.name for f in fields(Config)]
+        leaf = full_key.rsplit(".", 1)[-1]
+        near = [k for k in flat_keys() if k.rsplit(".", 1)[-1] == leaf and k != full_key]
+        near += [
+            f"data.options.{t}.{leaf}"
+            for t in available_tasks()
+            if _task_option_type(f"data.options.{t}.{leaf}") is not None
+        ]
+        hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+        return f"unknown config key {full_key!r}{hint}; allowed keys: {', '.join(allowed)}"
+    if full_key:
+        expected = _expected_type(full_key)
+        if expected:
+            return f"{full_key}: {message.rstrip('.')}; expected {expected}"
+        return f"{full_key}: {message}"
+    return message
+
+
+def _expected_type(full_key: str) -> str | None:
+    """``eval.lengths`` -> ``"a list of integers, e.g. [4, 8, 16], or null"``: what a config
+    field accepts, in words, for error messages; None for an unknown key."""
+    kind: Any = Config
+    for part in re.sub(r"\[\d+\]", "", full_key).split("."):
+        hints = get_type_hints(kind) if is_dataclass(kind) else {}
+        if part not in hints:
+            return None
+        kind = hints[part]
+    if re.search(r"\[\d+\]$", full_key):  # one item of a list
+        kind = next(a for a in get_args(kind) if get_origin(a) is list)
+        kind = get_args(kind)[0]
+    return _describe(kind)
+
+
+def _describe(kind: Any) -> str:
+    """A type in words: ``int`` -> ``an integer``, ``list[int] | None`` -> ``a list of ...``."""
+    args = [a for a in get_args(kind) if a is not type(None)]
+    if get_origin(kind) is list:
+        return f"a list of {_describe(args[0]).split(' ', 1)[1]}s, e.g. [4, 8, 16]"
+    if args and len(args) < len(get_args(kind)):  # X | None
+        return f"{_describe(args[0])}, or null"
+    words = {int: "an integer", float: "a number", bool: "a boolean (true or false)", str: "a text"}
+    return words.get(kind, f"a {getattr(kind, '__name__', kind)}")

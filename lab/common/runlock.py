@@ -1,0 +1,78 @@
+"""One writer per run folder: an exclusive lock on ``RUN_DIR/.lock`` held while a run trains.
+
+The lock is an operating-system lock on an open file (``flock`` on POSIX, ``msvcrt.locking``
+on Windows): it is released when the process exits in any way, ``kill -9`` included, so a
+crashed run never leaves a stale lock behind. The file itself stays and holds the last holder's
+process id and host, which the refusal names. It is the one file the project writes in place,
+not through :mod:`lab.common.files`: a lock must stay on one file, and a rename would replace it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+LOCK_NAME = ".lock"
+
+try:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+except ImportError:  # Windows
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+
+class RunLocked(RuntimeError):
+    """Another process holds the run folder's lock; the message is one line."""
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``run_dir`` (created if needed) for the block.
+
+    Raises:
+        RunLocked: another process (or another open of the lock in this process) holds it; the
+            message names the folder and the holder's process id and host when known.
+        OSError: the folder or the lock file cannot be created.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / LOCK_NAME
+    if lock.is_symlink():
+        lock.unlink()  # a planted link is replaced, never written through
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        if not _try_lock(fd):
+            raise RunLocked(
+                f"run_dir={str(run_dir)!r} is in use by another training process ({_holder(fd)}); "
+                "wait for it to end or pick another run_dir"
+            )
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _holder(fd: int) -> str:
+    """What the lock file says about its holder (``pid N on HOST``), or ``holder unknown``."""
+    try:
+        return os.read(fd, 200).decode("utf-8", "replace").strip() or "holder unknown"
+    except OSError:  # Windows refuses to read a locked byte range
+        return "holder unknown"

@@ -1,0 +1,2 @@
+"""Evaluating one trained run: accuracy length by length, order-sensitivity probes, the learned
+rule, attention maps."""

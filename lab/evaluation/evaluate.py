@@ -1,0 +1,390 @@
+"""Evaluate trained runs: length extrapolation and order sensitivity, one JSON-ready dict per run.
+
+:func:`evaluate_run` loads ``RUN_DIR/checkpoint.pt``, evaluates it with :func:`evaluate_model`
+and (by default) writes ``RUN_DIR/eval.json`` and TensorBoard scalars. The dict's layout is
+:data:`lab.reporting.report.SCHEMA`. Exact-match here is teacher-forced, which equals exact-match
+under
+greedy decoding (see :mod:`lab.evaluation.metrics`; ``tests/test_eval.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import torch
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from data import Task
+from lab.common.checkpoint import (
+    CHECKPOINT_NAME,
+    checkpoint_digest,
+    checkpoint_path,
+    load_checkpoint,
+    load_model_state,
+)
+from lab.common.config import (
+    Config,
+    ConfigError,
+    EvalConfig,
+    check_lengths,
+    check_overrides,
+    config_from_dict,
+    config_to_dict,
+)
+from lab.common.files import linked_below, safe_folder
+from lab.common.machine import machine_info
+from lab.common.runtime import resolve_device
+from lab.evaluation.extrapolation import (
+    LengthResult,
+    default_lengths,
+    evaluate_length,
+    multiple_lengths,
+)
+from lab.evaluation.learned import LEARNED
+from lab.evaluation.order import minimal_pair_accuracy, permutation_probe
+from lab.reporting.report import (
+    EVAL_NAME,
+    SCHEMA,
+    SCHEMA_VERSION,
+    inconsistency,
+    write_eval_json,
+    write_tensorboard,
+)
+from model import Transformer
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """``path`` itself if it holds a checkpoint, else every folder below it that does (sorted).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist, is not a folder, or holds no checkpoint.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{str(path)!r} does not exist; give a run folder or a parent")
+    if not path.is_dir():
+        raise FileNotFoundError(f"{str(path)!r} is not a folder; give a run folder or a parent")
+    if checkpoint_path(path).is_file():
+        return [path]
+    runs = sorted(p.parent for p in path.rglob(CHECKPOINT_NAME) if p.is_file())
+    if not runs:
+        raise FileNotFoundError(
+            f"no {CHECKPOINT_NAME} in {str(path)!r} or its subfolders; "
+            f"train one first with: python train.py run_dir={path}"
+        )
+    return runs
+
+
+def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transformer, dict]:
+    """The saved config, the model with its trained weights (eval mode), and the checkpoint.
+
+    Raises:
+        FileNotFoundError, ValueError, ConfigError: missing, unreadable or incompatible
+            checkpoint; every message is one line.
+    """
+    state = load_checkpoint(run_dir, device)
+    config = config_from_dict(state["config"])
+    model = Transformer(config.model).to(device)
+    load_model_state(model, state["model"], run_dir)
+    return config, model.eval(), state
+
+
+def load_evaluation(
+    run_dir: str | Path, eval_config: EvalConfig | None = None, folder: str | Path | None = None
+) -> dict | None:
+    """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
+
+    Current means: valid JSON that follows :data:`lab.reporting.report.SCHEMA` and is consistent
+    (:func:`lab.reporting.report.inconsistency`; a damaged or hand-edited file, nested too deep for
+    Python's JSON reader included, is treated as missing, with
+    a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
+    written after the checkpoint, computed from this very checkpoint (its
+    ``checkpoint.sha256``: an ``eval.json`` of another run copied or written into this folder
+    is never taken for this run's), and (when ``eval_config`` is given) evaluated with exactly
+    those settings. ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s
+    ``write_to``); None means ``run_dir``.
+    """
+    path = Path(run_dir if folder is None else folder) / EVAL_NAME
+    if folder is not None and linked_below(folder, run_dir) is not None:
+        return None  # a linked folder in the run: evaluate_run refuses it by name
+    try:
+        result = json.loads(path.read_text())
+        jsonschema.validate(result, SCHEMA)
+        problem = inconsistency(result)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError, jsonschema.ValidationError) as error:
+        problem = str(error).splitlines()[0]
+    if problem is not None:
+        print(f"warning: {path}: {problem}; treated as missing", file=sys.stderr)
+        return None
+    checkpoint = checkpoint_path(run_dir)
+    if not checkpoint.is_file() or checkpoint.stat().st_mtime > path.stat().st_mtime:
+        return None
+    if (result.get("checkpoint") or {}).get("sha256") != checkpoint_digest(run_dir):
+        return None  # another run's evaluation (eval.py RUN_A --out RUN_B), or retrained
+    wanted = eval_config and OmegaConf.to_container(OmegaConf.structured(eval_config))
+    if eval_config is not None and result.get("config", {}).get("eval") != wanted:
+        return None
+    return result
+
+
+def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
+    """``eval_config`` with ``eval.KEY=VALUE`` overrides applied (other sections are refused).
+
+    Raises:
+        ConfigError: an override outside ``eval.*``, an unknown key or a bad value (one line).
+    """
+    keys = []
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        if "=" not in item or not key.startswith("eval."):
+            raise ConfigError(
+                f"override {item!r} is not an eval.KEY=VALUE override; eval.py only changes "
+                "eval.* settings, e.g. eval.samples=500"
+            )
+        keys.append(item[len("eval.") :])
+    check_overrides(overrides)  # one-line errors naming the key and the allowed keys
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(eval_config), OmegaConf.from_dotlist(keys))
+        result = OmegaConf.to_object(merged)
+    except Exception as error:  # OmegaConf and __post_init__ errors
+        raise ConfigError(f"bad eval override: {str(error).splitlines()[0]}") from None
+    assert isinstance(result, EvalConfig)
+    return result
+
+
+def evaluation_lengths(
+    config: Config, eval_config: EvalConfig, task: Task
+) -> tuple[list[int], list[int]]:
+    """The length grid, and every length to evaluate (the grid plus the multiples of the longest
+    training length, :func:`lab.evaluation.extrapolation.multiple_lengths`).
+
+    Returns:
+        ``(grid, lengths)``: sorted lists of ints; ``grid`` defines the summary figures.
+
+    Raises:
+        ValueError: a grid length below the task's ``min_length``.
+        ConfigError: a length over :data:`lab.common.config.MAX_TOKENS` tokens
+            (:func:`lab.common.config.check_lengths`: the check a run's config makes, here for
+            ``eval.py``'s overrides, before anything is evaluated).
+    """
+    check_lengths(config.data, eval_config)
+    low, high = config.data.train_min_length, config.data.train_max_length
+    if eval_config.lengths is not None:
+        grid = sorted(set(eval_config.lengths))
+    else:
+        grid = default_lengths(low, high, eval_config.max_length_factor)
+    if grid[0] < task.min_length:
+        raise ValueError(
+            f"eval.lengths contains {grid[0]} but task {task.name!r} needs length >= "
+            f"{task.min_length}"
+        )
+    return grid, sorted({*grid, *multiple_lengths(high, eval_config.max_length_factor).values()})
+
+
+def summarize(
+    results: list[LengthResult], grid: list[int], train_min: int, train_max: int, factor: float
+) -> dict[str, Any]:
+    """The summary figures of an extrapolation curve.
+
+    Args:
+        results: one :class:`LengthResult` per evaluated length (grid and multiples).
+        grid: the grid lengths (a subset of the results' lengths).
+        train_min, train_max: the training range.
+        factor: ``eval.max_length_factor``: multiples up to it are summarised.
+
+    Returns:
+        ``{"in_dist", "at", "notes"}``: the mean exact-match over grid lengths inside the
+        training range, and ``at``: exact-match at each multiple of ``train_max``
+        (``{"1.1x": ..., "1.25x": ..., ...}``, see :data:`lab.evaluation.extrapolation.MULTIPLES`);
+        None
+        (with a note) where a length is unsupported.
+    """
+    by_length = {r.length: r for r in results}
+    notes = []
+    inside = [by_length[n] for n in grid if train_min <= n <= train_max]
+    in_dist = None
+    if not inside:
+        notes.append(f"in_dist: no grid length inside the training range {train_min}..{train_max}")
+    elif any(not r.supported for r in inside):
+        bad = next(r for r in inside if not r.supported)
+        notes.append(f"in_dist: length {bad.length} is unsupported: {bad.reason}")
+    else:
+        in_dist = sum(r.exact_match for r in inside) / len(inside)
+        if in_dist < LEARNED:
+            notes.append(
+                f"in_dist: {in_dist:.1%} is below {LEARNED:.0%}: undertrained, or the task is "
+                "not learnable for this model; its extrapolation figures say little"
+            )
+    at = {}
+    for label, length in multiple_lengths(train_max, factor).items():
+        result = by_length[length]
+        at[label] = result.exact_match if result.supported else None
+        if not result.supported:
+            notes.append(f"{label}: length {length} is unsupported: {result.reason}")
+    return {"in_dist": in_dist, "at": at, "notes": notes}
+
+
+def evaluate_model(
+    model: torch.nn.Module,
+    config: Config,
+    eval_config: EvalConfig | None = None,
+    progress: tqdm | None = None,
+) -> dict[str, Any]:
+    """Length extrapolation and order sensitivity of ``model`` trained under ``config``.
+
+    Args:
+        model: a :class:`model.Transformer` (or a module with the same forward, ``.config``
+            and ``.position``) on its device.
+        config: the run's config (task, training range, seed).
+        eval_config: evaluation settings; None uses ``config.eval``.
+        progress: a tqdm bar advanced once per length and once for the order probes.
+
+    Returns:
+        The content of ``eval.json`` (see :data:`lab.reporting.report.SCHEMA`) with ``run_dir``
+        None.
+    """
+    started = time.perf_counter()
+    e = eval_config or config.eval
+    d = config.data
+    task = d.build_task()
+    grid, lengths = evaluation_lengths(config, e, task)
+    results = []
+    for length in lengths:
+        if progress is not None:
+            progress.set_postfix_str(f"length {length}")
+        result = evaluate_length(model, task, length, e.samples, config.seed, e.batch_tokens)
+        pairs = minimal_pair_accuracy(
+            model, task, length, e.probe_samples, config.seed, e.batch_tokens
+        )
+        if pairs is not None and pairs.pair_accuracy is not None:
+            result.pairs, result.pair_accuracy = pairs.pairs, pairs.pair_accuracy
+        results.append(result)
+        if progress is not None:
+            progress.update(1)
+    summary = summarize(results, grid, d.train_min_length, d.train_max_length, e.max_length_factor)
+    probe_length = d.train_max_length
+    probe = permutation_probe(
+        model, task, probe_length, e.probe_samples, config.seed, e.batch_tokens
+    )
+    if probe.reason:
+        summary["notes"].append(f"permutation probe: {probe.reason}")
+    if progress is not None:
+        progress.update(1)
+    saved = config_to_dict(config)
+    saved["eval"] = OmegaConf.to_container(OmegaConf.structured(e))
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_dir": None,
+        "config": saved,
+        "position": config.model.position,
+        "task": d.task,
+        "seed": config.seed,
+        "train_lengths": [d.train_min_length, d.train_max_length],
+        "grid_lengths": grid,
+        "lengths": [r.to_dict() for r in results],
+        "summary": summary,
+        "order": {
+            "permutation_tvd": probe.tvd,
+            "permutation_argmax_changed": probe.argmax_changed,
+            "order_blind": probe.order_blind,
+            "probe_length": probe_length,
+            "probe_samples": e.probe_samples,
+        },
+        "train_steps": None,
+        "reached_target": None,
+        "eval_seconds": time.perf_counter() - started,
+        "checkpoint": None,
+        "machine": machine_info(),
+    }
+
+
+def training_reached_target(config: Config, state: dict[str, Any]) -> bool | None:
+    """Whether the checkpoint's training met ``train.target_accuracy`` at its last periodic
+    evaluation (:func:`lab.training.run_logs.reached_target`); None when the run has no target, or
+    its
+    checkpoint predates the record (written by a version whose early stopping read fewer
+    lengths, so it says nothing either way)."""
+    if config.train.target_accuracy is None or "reached_target" not in state:
+        return None
+    return state["reached_target"] is True
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    eval_config: EvalConfig | None = None,
+    device: torch.device | str = "auto",
+    progress: tqdm | None = None,
+    write_to: str | Path | None = None,
+    root: str | Path | None = None,
+) -> dict[str, Any]:
+    """Evaluate the checkpoint in ``run_dir``; write ``eval.json`` and TensorBoard scalars.
+
+    Args:
+        run_dir: a folder holding ``checkpoint.pt``.
+        eval_config: evaluation settings; None uses the run's saved ``eval`` section.
+        device: where to evaluate (``auto | cpu | cuda | cuda:N | mps`` or a torch.device).
+        progress: a tqdm bar advanced once per length and once for the order probes.
+        write_to: folder for ``eval.json`` and its TensorBoard events (``write_tensorboard``);
+            None writes them into ``run_dir``.
+        root: the folder the writes stay in: every folder from it down to ``write_to`` is
+            refused if it is a symbolic link (before the work, and again when created for the
+            writes, :func:`lab.common.files.safe_folder`);
+            default ``run_dir`` when ``write_to`` is None or below it, else ``write_to``.
+
+    Returns:
+        The content of ``eval.json`` (see :data:`lab.reporting.report.SCHEMA`); its ``checkpoint``
+        names
+        the run, the step and the SHA-256 of the checkpoint evaluated.
+
+    Raises:
+        FileNotFoundError, ValueError, ConfigError: missing, unreadable or incompatible
+            checkpoint, or an invalid length grid; every message is one line.
+        OSError: a folder on the way to ``write_to`` is a link or cannot be written.
+    """
+    started = time.perf_counter()
+    device = resolve_device(device) if isinstance(device, str) else device
+    destination = Path(run_dir if write_to is None else write_to)
+    if root is None:
+        inside = destination == Path(run_dir) or Path(run_dir) in destination.parents
+        root = run_dir if inside else destination
+    link = linked_below(destination, root)  # checked before the work, again at the writes
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(root)!r} through a link (remove or rename it)"
+        )
+    digest = checkpoint_digest(run_dir)
+    config, model, state = load_run(run_dir, device)
+    model = model.at_evaluation((eval_config or config.eval).position_options)
+    result = evaluate_model(model, config, eval_config, progress)
+    if not state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"
+        )
+    result["run_dir"] = str(run_dir)
+    result["train_steps"] = state.get("step")
+    result["reached_target"] = training_reached_target(config, state)
+    if result["reached_target"] is False and state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"not learned: training ended at step {state.get('step')} of {config.train.steps} "
+            f"below train.target_accuracy={config.train.target_accuracy} at some training length"
+        )
+    result["eval_seconds"] = time.perf_counter() - started
+    step = state.get("step")
+    result["checkpoint"] = {
+        "run": Path(run_dir).resolve().name,
+        "step": step if isinstance(step, int) else None,
+        "sha256": digest,
+    }
+    safe_folder(destination, root)  # created only now, when a file goes into it
+    write_eval_json(result, destination)
+    write_tensorboard(result, destination)
+    return result

@@ -1,0 +1,116 @@
+"""Pictures of position schemes (matplotlib, Agg backend): encoding similarity, position-only
+scores, the sinusoidal table, RoPE's decay bound, score bias per head, attention maps.
+
+Every function takes numbers computed elsewhere (:mod:`lab.properties.probe`,
+:mod:`lab.properties.demos`, :mod:`lab.evaluation.attention_maps`) and returns a Figure; the caller
+saves
+it (PNG) and logs it to TensorBoard.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from lab.properties.probe import cosine_similarity  # noqa: E402
+
+
+def _grid(n: int, width: float = 3.0) -> tuple[Figure, list]:
+    cols = min(n, 5)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, width * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.axis("off")
+    return fig, flat[:n]
+
+
+def heatmaps(matrices: dict[str, Tensor], title: str, label: str, cmap: str = "viridis") -> Figure:
+    """One ``(T, T)`` heatmap per name (query or position ``m`` down, ``n`` across)."""
+    fig, axes = _grid(len(matrices))
+    for ax, (name, matrix) in zip(axes, matrices.items(), strict=True):
+        image = ax.imshow(matrix.numpy(), cmap=cmap, origin="upper")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("position n", fontsize=8)
+        ax.set_ylabel("position m", fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.046, label=label)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def similarity_figure(scores: dict[str, Tensor]) -> Figure:
+    """Cosine similarity of every two positions' encodings (score rows), per scheme."""
+    matrices = {name: cosine_similarity(s) for name, s in scores.items()}
+    return heatmaps(matrices, "encoding similarity (position x position)", "cosine", "magma")
+
+
+def scores_figure(scores: dict[str, Tensor]) -> Figure:
+    """Head 0's position-only score of query ``m`` for key ``n``, per scheme."""
+    return heatmaps(
+        {name: s[0] for name, s in scores.items()}, "position-only score, head 0", "score"
+    )
+
+
+def sinusoidal_figure(table: Tensor, demo: dict[str, Any]) -> Figure:
+    """The sinusoidal table (positions x dimensions) and distance against gap per start."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    image = left.imshow(table.numpy(), aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    left.set(xlabel="dimension", ylabel="position", title="sinusoidal table")
+    fig.colorbar(image, ax=left)
+    for start, row in zip(demo["starts"], demo["distance"], strict=True):
+        right.plot(demo["gaps"], row, marker="o", label=f"from position {start}")
+    right.set(xscale="log", xlabel="gap g", ylabel="|PE[m+g] - PE[m]|", title="distance vs gap")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def rope_decay_figure(decay: dict[str, Any]) -> Figure:
+    """RoPE's relative score upper bound against distance, one line per base."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for base, bound in decay["bound"].items():
+        ax.plot(decay["distances"], bound, label=f"base {int(base):,}")
+    ax.set(xscale="log", xlabel="relative distance", ylabel="relative upper bound")
+    ax.set_title("RoPE long-range decay (Su et al. 2021, 3.4.3)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def bias_figure(biases: dict[str, list[list[float]]]) -> Figure:
+    """Score bias against distance from the last query, one line per head, per scheme."""
+    fig, axes = _grid(len(biases), width=3.5)
+    for ax, (name, heads) in zip(axes, biases.items(), strict=True):
+        for h, row in enumerate(heads):
+            ax.plot(range(len(row)), row, label=f"head {h}")
+        ax.set(title=name, xlabel="distance", ylabel="bias")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def attention_figure(maps: list[Tensor], tokens: list[str], title: str) -> Figure:
+    """Attention probabilities, layers down and heads across, prompt tokens on both axes."""
+    layers, heads = len(maps), maps[0].shape[0]
+    size = max(2.5, 0.18 * len(tokens))
+    fig, axes = plt.subplots(layers, heads, figsize=(size * heads, size * layers), squeeze=False)
+    ticks = range(len(tokens))
+    small = max(3, 8 - len(tokens) // 12)
+    for layer, probabilities in enumerate(maps):
+        for head in range(heads):
+            ax = axes[layer][head]
+            ax.imshow(probabilities[head].numpy(), cmap="Blues", vmin=0, vmax=1)
+            ax.set_title(f"layer {layer} head {head}", fontsize=8)
+            ax.set_xticks(ticks, tokens, rotation=90, fontsize=small)
+            ax.set_yticks(ticks, tokens, fontsize=small)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

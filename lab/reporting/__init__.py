@@ -1,0 +1,2 @@
+"""Reports across runs: per-run files, seed aggregates, significance, findings, figures, the README
+block."""

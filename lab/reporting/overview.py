@@ -1,0 +1,120 @@
+"""The sweep's ``report.md``: headline table, significance, shortcut baselines, literature
+findings, exact-match per length over seeds, and the per-run table.
+
+Shape of the document (every figure computed from the runs' ``eval.json`` dicts):
+
+1. per task, exact-match in distribution and at 1.25x, 1.5x, 2x and 4x the longest training
+   length, mean over seeds with a 95% t-interval (:mod:`lab.reporting.aggregate`);
+2. the significantly different scheme pairs at those multiples (:mod:`lab.common.stats`);
+3. on ``svo``, the shortcut rules' accuracy on the same evaluation sequences
+   (:mod:`data.shortcuts`);
+4. the findings against the literature (:mod:`lab.reporting.findings`);
+5. per task, exact-match and minimal pairs at every evaluated length, mean over seeds with a
+   t-interval;
+6. one row per run, and the runs' notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from data.shortcuts import SHORTCUTS, shortcut_accuracy
+from lab.common.batches import evaluation_set
+from lab.common.config import config_from_dict
+from lab.evaluation.learned import LEARNED
+from lab.reporting.aggregate import (
+    groups,
+    headline_table,
+    left_out_line,
+    lengths_table,
+    significance_lines,
+    tasks,
+)
+from lab.reporting.findings import findings
+from lab.reporting.report import DASH, position_options, run_label, summary_table, task_options
+
+Result = dict[str, Any]
+
+EXPLANATION = (
+    "Cells are the mean over seeds with a 95% Student-t interval over seeds (mean +- "
+    "t(0.975, n-1) s / sqrt(n), clipped to 0..100 for display; per-run 95% Wilson intervals "
+    "are in each eval.json). In-distribution: mean exact-match over grid lengths inside the "
+    "training range. 1.25x ... 4x: exact-match at those multiples of the longest training "
+    "length. Pairs: share of minimal pairs (two prompt items swapped, same bag of tokens, "
+    "different answer) with both members right; an order-blind model scores 0. Order-blind: "
+    "the next-token distribution at `<sep>` does not move (< 1e-5 total variation) when the "
+    "prompt is shuffled. Significance: exact McNemar test on the same evaluation sequences, "
+    "pooled over seeds (the sequences of a seed are shared by every scheme), p < 0.05, and the "
+    "difference has the same sign in every seed (a test over 3 seeds alone cannot reach "
+    "p < 0.05); a small p without the same sign is reported as not significant, with the "
+    "per-seed differences. Learned: training reached train.target_accuracy at every training "
+    f"length and the test set's in-distribution exact-match is >= {LEARNED:.0%}; seeds counts "
+    "the learned runs, which alone enter the means, tests and findings on extrapolation ('not "
+    f"learned' counts the others). {DASH}: not applicable or unsupported."
+)
+
+
+def shortcut_line(results: list[Result]) -> str | None:
+    """Mean accuracy of every shortcut rule on the ``svo`` runs' in-distribution evaluation
+    sequences (one task and range: the first ``svo`` run's; every seed's sets), or None."""
+    runs = [r for runs in groups(results, "svo").values() for r in runs]
+    if not runs:
+        return None
+    config = config_from_dict(runs[0]["config"])
+    task = config.data.build_task()
+    low, high = runs[0]["train_lengths"]
+    lengths = [n for n in runs[0]["grid_lengths"] if low <= n <= high]
+    totals = dict.fromkeys(SHORTCUTS, 0.0)
+    seeds = sorted({r["seed"] for r in runs})
+    for seed in seeds:
+        for length in lengths:
+            batch = evaluation_set(task, seed, length, config.eval.samples)
+            for name, value in shortcut_accuracy(task, batch).items():
+                totals[name] += value / (len(seeds) * len(lengths))
+    figures = ", ".join(f"`{name}` {100 * value:.1f}%" for name, value in totals.items())
+    return (
+        f"Shortcut baselines on svo, on the evaluation sequences of lengths {lengths} "
+        f"(seeds {', '.join(map(str, seeds))}): {figures}."
+    )
+
+
+def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[str]:
+    """The ablation's answer as Markdown lines: per task the headline table, then the
+    significant differences, the shortcut baselines and the findings against the literature,
+    each under the lines ``heading(title)`` (``report.md`` and the README style them apart)."""
+    lines = []
+    for task in tasks(results):
+        lines += heading(f"{task}: exact-match at multiples of the longest training length")
+        lines += [headline_table(results, task), ""]
+    left_out = left_out_line(results)
+    if left_out:
+        lines += [left_out, ""]
+    lines += heading("Significant differences between schemes")
+    for task in tasks(results):
+        lines += significance_lines(results, task)
+    lines.append("")
+    shortcut = shortcut_line(results)
+    if shortcut:
+        lines += [*heading("Shortcut baselines"), shortcut, ""]
+    return [*lines, *heading("Findings against the literature"), *findings(results), ""]
+
+
+def markdown_report(results: list[Result], out_dir: str | Path | None = None) -> str:
+    """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order)."""
+    lines = ["# Evaluation report", "", *answer(results, lambda title: [f"## {title}", ""])]
+    for task in tasks(results):
+        lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
+        pairs = lengths_table(results, task, "pair_accuracy")
+        lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
+    lines += ["## Runs", "", summary_table(results, out_dir), ""]
+    lines += ["## Position options", "", *position_options(results, out_dir), ""]
+    lines += ["## Task options", "", *task_options(results), ""]
+    notes = [(run_label(r, out_dir), n) for r in results for n in r["summary"]["notes"]]
+    if notes:
+        lines += ["## Notes", "", *(f"- {run}: {note}" for run, note in notes), ""]
+    lines += [EXPLANATION, "", "![exact-match against length](accuracy_vs_length.png)", ""]
+    lines += ["![training steps to the target per scheme](learning_speed.png)", ""]
+    lines += ["![minimal-pair accuracy per scheme](order_sensitivity.png)", ""]
+    return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""A sweep's own TensorBoard runs, written by its report next to the runs' folders.
+
+- ``OUT_DIR/_sweep/mean/TASK/SCHEME``: one run per task and scheme holding the mean over its
+  seeds: ``mean/TASK/exact_match_in_dist`` (``_2x``, ``_4x``) and ``mean/TASK/validation_loss``
+  (the periodic validation, step = training step, at the steps every seed logged, so the curve
+  ends where the first seed stopped early), and ``mean/TASK/exact_match_by_length_set_smoothing_0``
+  and ``mean/TASK/token_accuracy_by_length_set_smoothing_0`` (the test set, ``eval.json``, step =
+  length, at the lengths every seed could encode). A chart of one of these tags holds one line
+  per scheme, and the Custom Scalars group ``task TASK: mean over seeds (one line per scheme)``
+  gathers them.
+- ``OUT_DIR/_sweep/figures``: the report's figures in the Images tab (``sweep/accuracy_vs_length``,
+  ``sweep/learning_speed``, ``sweep/order_sensitivity``), which no smoothing slider changes.
+
+The folder name starts with ``_`` so TensorBoard lists these runs (and their Custom Scalars groups)
+before the runs' own. :func:`tensorboard_url` gives a link that shows only the mean runs, colours a
+scheme the same in every task and turns smoothing off.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
+
+from lab.common.files import safe_folder
+from lab.common.tb_tags import LENGTH_CURVES
+from lab.evaluation.learned import learned_only, not_learned_reason
+from lab.reporting.aggregate import groups, tasks
+from lab.reporting.report import plot_accuracy_vs_length, run_label
+from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure
+from lab.training.run_logs import COMPARE_CHARTS
+
+Result = dict[str, Any]
+
+SWEEP_RUNS = "_sweep"
+"""Subfolder of the sweep's ``out_dir`` holding its own TensorBoard runs."""
+
+SUFFIX = ".sweep_report"
+"""Suffix of the event files written here; a new report deletes only files with it."""
+
+VALIDATION = ("exact_match_in_dist", "exact_match_2x", "exact_match_4x", "validation_loss")
+"""Leaves of the runs' ``compare/TASK/...`` tags (:func:`lab.training.run_logs.periodic_eval`) whose
+mean over seeds a mean run holds, under ``mean/TASK/LEAF``."""
+
+BY_LENGTH = {"exact_match": f"exact_match_{LENGTH_CURVES}"}
+BY_LENGTH["token_accuracy"] = f"token_accuracy_{LENGTH_CURVES}"
+"""``eval.json`` length-row key -> leaf of its mean curve, ``mean/TASK/LEAF`` (step = length)."""
+
+
+def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
+    """Write the mean runs and the figures run (module docstring) under ``OUT_DIR/_sweep``,
+    replacing the ones an earlier report wrote.
+
+    Returns:
+        The ``OUT_DIR/_sweep`` folder.
+
+    Raises:
+        OSError: ``OUT_DIR/_sweep`` or a folder below it is a symlink or not a folder (every
+            folder is checked, and created, before anything is written: writes never follow a
+            link out of ``OUT_DIR``).
+        ValueError: a task name that would leave ``OUT_DIR/_sweep`` (``..``).
+    """
+    root = clear(Path(out_dir) / SWEEP_RUNS)
+    means = []  # (task, label, runs, folder)
+    for task in tasks(results):
+        used: set[str] = set()
+        for label, runs in groups(results, task).items():
+            means.append((task, label, runs, root / "mean" / task / folder_name(label, used)))
+    for folder in [root / "figures", *(m[3] for m in means)]:
+        safe_folder(folder, out_dir)
+    with SummaryWriter(str(root / "figures"), filename_suffix=SUFFIX) as writer:
+        writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
+        writer.add_figure("sweep/learning_speed", learning_speed_figure(results), 0)
+        writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
+    for task, label, runs, folder in means:
+        write_mean_run(task, label, runs, folder, out_dir)
+    return root
+
+
+def clear(root: Path) -> Path:
+    """Delete the event files an earlier report wrote under ``root`` (only files named with
+    :data:`SUFFIX`, never through a symlink) and the folders left empty; returns ``root``."""
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise OSError(f"{root} is a symlink or a file; the sweep writes its TensorBoard runs there")
+    for path in root.rglob(f"events.out.tfevents.*{SUFFIX}"):  # (rglob enters no symlink)
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    for folder in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    return root
+
+
+def folder_name(label: str, used: set[str]) -> str:
+    """A folder name for scheme ``label`` (e.g. ``rope [scaling=yarn]`` ->
+    ``rope_scaling=yarn``), made unique among ``used`` (which it joins)."""
+    name = re.sub(r"[^A-Za-z0-9.=+-]+", "_", label).strip("_") or "scheme"
+    unique, n = name, 2
+    while unique in used:
+        unique, n = f"{name}_{n}", n + 1
+    used.add(unique)
+    return unique
+
+
+def mean_by_length(runs: list[Result]) -> dict[str, dict[int, float]]:
+    """:data:`BY_LENGTH` leaf -> {length: mean over ``runs``} at the lengths every run has a
+    supported value for."""
+    per_run = [{row["length"]: row for row in r["lengths"] if row["supported"]} for r in runs]
+    common = sorted(set.intersection(*(set(rows) for rows in per_run)))
+    return {
+        leaf: {n: sum(rows[n][key] for rows in per_run) / len(per_run) for n in common}
+        for key, leaf in BY_LENGTH.items()
+    }
+
+
+def mean_validation(runs: list[Result], task: str) -> dict[str, dict[int, float]]:
+    """:data:`VALIDATION` leaf -> {training step: mean over ``runs``} at the steps every run
+    logged (read from the runs' event files; a step logged twice counts its last value). A leaf
+    some run lacks (no folder, no events) is left out."""
+    curves: dict[str, dict[int, float]] = {}
+    per_run = [read_scalars(r.get("run_dir"), task) for r in runs]
+    for leaf in VALIDATION:
+        series = [values.get(leaf) for values in per_run]
+        if not series or any(not s for s in series):
+            continue
+        common = sorted(set.intersection(*(set(s) for s in series)))
+        curves[leaf] = {step: sum(s[step] for s in series) / len(series) for step in common}
+    return curves
+
+
+def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
+    """Leaf -> {step: value} of the ``compare/TASK/LEAF`` scalars in ``run_dir`` (empty when
+    there is no such folder)."""
+    if not run_dir or not Path(run_dir).is_dir():
+        return {}
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 1}).Reload()
+    prefix = f"compare/{task}/"
+    return {
+        tag.removeprefix(prefix): {e.step: e.value for e in events.Scalars(tag)}
+        for tag in events.Tags()["scalars"]
+        if tag.startswith(prefix)
+    }
+
+
+def write_mean_run(
+    task: str, label: str, runs: list[Result], folder: Path, out_dir: str | Path
+) -> None:
+    """One scheme's mean run (module docstring) over its learned runs
+    (:mod:`lab.evaluation.learned`; all
+    of them when none learned), with a text note naming the runs it averages and those it
+    left out, and the Custom Scalars group ``task TASK: mean over seeds``."""
+    learned = learned_only(runs)
+    used = learned or runs
+    curves = mean_validation(used, task) | mean_by_length(used)
+    with SummaryWriter(str(folder), filename_suffix=SUFFIX) as writer:
+        for leaf, points in curves.items():
+            for step, value in points.items():
+                writer.add_scalar(f"mean/{task}/{leaf}", value, step)
+        left_out = [r for r in runs if r not in used]
+        note = (
+            f"**{label}** on **{task}**: mean of {len(used)} run(s): "
+            + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
+            + ("" if learned else " (none learned: the mean of every run)")
+            + "".join(
+                f"; left out as not learned: `{run_label(r, out_dir)}` ({not_learned_reason(r)})"
+                for r in left_out
+            )
+            + "."
+        )
+        writer.add_text("about", note, 0)
+        charts = {title: f"^mean/{task}/{leaf}$" for title, leaf in COMPARE_CHARTS.items()}
+        charts["token accuracy, x = length (eval.py; set Smoothing to 0)"] = (
+            f"^mean/{task}/{BY_LENGTH['token_accuracy']}$"
+        )
+        writer.add_custom_scalars(
+            {
+                f"task {task}: mean over seeds (one line per scheme)": {
+                    title: ["Multiline", [regex]] for title, regex in charts.items()
+                }
+            }
+        )
+
+
+def tensorboard_url(port: int = 6006) -> str:
+    """A link to TensorBoard's Time Series tab showing only the mean runs, one colour per scheme
+    in every task (colour runs by the regex's group: the scheme), smoothing 0."""
+    query = {
+        "smoothing": "0",
+        "runFilter": f"^{SWEEP_RUNS}/",
+        "runColorGroup": f"regex:{SWEEP_RUNS}/mean/[^/]+/(.+)",
+    }
+    encoded = "&".join(f"{key}={quote(value, safe='')}" for key, value in query.items())
+    return f"http://localhost:{port}/?{encoded}#timeseries"

@@ -1,0 +1,520 @@
+"""A sweep: train and evaluate every combination of a grid, then write one comparison report.
+
+A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
+
+    out_dir: runs/ablation          # where the runs and the report go
+    base: {model: {...}, ...}       # run-config values shared by every run
+    grid: {model.position: [...]}   # dotted key -> list of values; the product is the run list
+    when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
+
+Runs that already finished (checkpoint marked finished and an ``eval.json`` computed from that
+very checkpoint) are skipped; an unfinished one resumes from its checkpoint. A failing run is
+recorded with its error and the others go on. Grid points that resolve to the same run config
+(values spelled differently, or another task's options) are one run (:func:`expand`).
+
+Train once, evaluate many: a grid axis over ``eval.position_options.KEY`` (an option the scheme
+marks evaluable, e.g. RoPE's ``scaling``) does not multiply the trainings: the runs that differ
+only there share one run folder, trained once, evaluated as trained (``RUN/eval.json``) and
+under each setting (``RUN/evaluations/LABEL/eval.json``, ``LABEL`` built like folder names,
+e.g. ``scalingyarn-scaling_factor4``); each is re-evaluated only when its settings or the
+checkpoint changed. A single value of such a key (``eval.position_options.scaling_factor=2``,
+on the command line or in ``base``) is an axis of one value: its own evaluation beside the
+as-trained one, never a replacement of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from lab.common.config import (
+    Config,
+    ConfigError,
+    DataConfig,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    load_yaml,
+    with_overrides,
+)
+from lab.common.files import check_not_folders, linked_below, writable_folder
+from model import ModelConfig
+
+ALIASES = {"position": "model.position", "task": "data.task"}
+SWEEP_KEYS = ("out_dir", "base", "grid", "when")
+
+
+@dataclass
+class Sweep:
+    """A parsed sweep file.
+
+    Attributes:
+        out_dir: folder of the runs and the report.
+        base: dotted ``key=value`` overrides shared by every run.
+        grid: dotted key -> values; every combination is one run.
+        when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
+        command_line: single-value ``key=value`` overrides from the command line; they are
+            applied after ``base`` and ``when``, so a value the user typed always wins.
+    """
+
+    out_dir: str
+    base: list[str]
+    grid: dict[str, list[Any]]
+    when: dict[str, list[str]]
+    command_line: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSpec:
+    """One run of a sweep.
+
+    Attributes:
+        name: the run's subfolder of ``out_dir``.
+        overrides: its full ``key=value`` list.
+        overwrite: replace the run in its folder (trained with other settings) instead of
+            skipping or resuming it; set by :func:`prepare_out_dir`.
+        evaluations: label -> its ``eval.position_options.KEY=VALUE`` overrides (applied on top
+            of ``overrides``); label ``""`` is ``RUN/eval.json``, any other
+            ``RUN/evaluations/LABEL/eval.json`` (:func:`evaluation_folder`).
+        aliases: the other grid points (``name [label]``) that resolve to this same run and
+            evaluation (:func:`expand`): one run, counted once in the report.
+        evaluated: label -> the evaluation settings it resolves to, as text.
+    """
+
+    name: str
+    overrides: list[str]
+    overwrite: bool = False
+    evaluations: dict[str, list[str]] = field(default_factory=lambda: {"": []})
+    aliases: list[str] = field(default_factory=list)
+    evaluated: dict[str, str] = field(default_factory=dict)
+
+
+def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
+    """Read a sweep file and apply command-line overrides.
+
+    An override ``key=a,b,c`` makes ``key`` a grid axis with those values; ``key=a`` sets one
+    value (replacing a grid axis of that key). ``position`` and ``task`` are short for
+    ``model.position`` and ``data.task``; ``out_dir=...`` moves the sweep.
+
+    Raises:
+        ConfigError: missing file, unknown section, bad override, or a run config that does not
+            validate (one line, naming the key).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"sweep file {str(path)!r} does not exist; see configs/")
+    raw = OmegaConf.to_container(load_yaml(path))
+    assert isinstance(raw, dict)
+    if set(raw) - set(SWEEP_KEYS):
+        unknown = sorted(set(raw) - set(SWEEP_KEYS))
+        raise ConfigError(
+            f"sweep file {str(path)!r} has unknown sections {unknown}; "
+            f"allowed: {', '.join(SWEEP_KEYS)}"
+        )
+    grid = {ALIASES.get(k, k): _as_list(v) for k, v in (raw.get("grid") or {}).items()}
+    when = {k: _dotted(v) for k, v in (raw.get("when") or {}).items()}
+    base = _dotted(raw.get("base") or {})
+    for item in [o for o in base if o.startswith(EVAL_AXIS)]:  # a label too (see below)
+        base.remove(item)
+        key, _, value = item.partition("=")
+        grid.setdefault(key, [value])
+    sweep = Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value or key=v1,v2,...")
+        key = ALIASES.get(key, key)
+        if key == "run_dir":
+            raise ConfigError("run_dir is set per run by the sweep; use out_dir=... instead")
+        if key == "out_dir":
+            sweep.out_dir = value
+        elif "," in value:
+            values = value.split(",")
+            if not all(values):
+                raise ConfigError(f"override {item!r} has an empty value in its list")
+            sweep.grid[key] = values
+        elif key in sweep.grid or key.startswith(EVAL_AXIS):
+            sweep.grid[key] = [value]  # an evaluation option is a label, never the as-trained
+        else:
+            sweep.command_line.append(f"{key}={value}")
+    if not sweep.out_dir.strip():
+        raise ConfigError(
+            f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
+        )
+    if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
+        raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
+    sweep.grid = {key: list(dict.fromkeys(values)) for key, values in sweep.grid.items()}
+    for key in sweep.grid:
+        if key.startswith("eval.") and not key.startswith(EVAL_AXIS):
+            raise ConfigError(
+                f"{key} cannot be a grid axis; only {EVAL_AXIS}KEY can (one trained run "
+                f"evaluated several ways); give {key} one value"
+            )
+    for spec in expand(sweep):  # validate every run and evaluation before any training starts
+        for extra in spec.evaluations.values():
+            config = load_config(None, [*spec.overrides, *extra])
+            try:
+                config.model.at_evaluation(config.eval.position_options)
+            except ValueError as error:
+                raise ConfigError(f"{spec.name}: {error}") from None
+    return sweep
+
+
+EVAL_AXIS = "eval.position_options."
+"""Prefix of the grid keys that change an evaluation, not a training."""
+
+EVALUATIONS = "evaluations"
+"""Subfolder of a run folder holding its evaluations under other position options."""
+
+
+def evaluation_folder(run_dir: str | Path, label: str) -> Path | None:
+    """Where the evaluation ``label`` of a run goes: None (the run folder itself) for ``""``,
+    else ``RUN_DIR/evaluations/LABEL``."""
+    return Path(run_dir) / EVALUATIONS / label if label else None
+
+
+def expand(sweep: Sweep) -> list[RunSpec]:
+    """Every distinct run of the grid as a :class:`RunSpec`, in grid order.
+
+    Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
+    run's grid values. A grid value of another task's or position scheme's options
+    (``data.options.T.KEY`` in a run of another task, ``model.options.S.KEY`` in a run of
+    another scheme) changes nothing that run computes: it is left out of that run's name and
+    settings. Grid points that resolve to the same run config (:func:`run_identity`: values
+    spelled differently, ``seed=0,00``, or differing only in another task's or scheme's
+    options) are one run, the first one's; ``aliases`` names the others.
+
+    Grid keys under :data:`EVAL_AXIS` give one spec several ``evaluations`` instead of several
+    specs, after its as-trained one (``when`` blocks that match them may set ``eval.*`` values
+    only).
+
+    Raises:
+        ConfigError: a run config that does not validate, a ``when`` block keyed on an
+            evaluation axis that changes the training, or two different runs that would share
+            a folder (one line).
+    """
+    keys = list(sweep.grid)
+    specs: dict[str, RunSpec] = {}  # identity -> spec
+    folders: dict[str, str] = {}  # run name -> identity
+    for values in itertools.product(*(sweep.grid[k] for k in keys)):
+        chosen = dict(zip(keys, values, strict=True))
+        name, label, overrides, at_eval = _grid_point(sweep, chosen)
+        config = load_config(None, overrides)
+        identity = run_identity(config)
+        if folders.setdefault(name, identity) != identity:
+            if label:
+                raise ConfigError(
+                    f"a when block keyed on {EVAL_AXIS}* changes the training of {name!r}; "
+                    "such blocks may set eval.* values only"
+                )
+            raise ConfigError(
+                f"two runs of the grid would share the folder "
+                f"{os.path.join(sweep.out_dir, name)!r} ({chosen}); give each grid value once"
+            )
+        spec = specs.get(identity)
+        if spec is None:
+            spec = specs[identity] = RunSpec(name, overrides)  # its as-trained evaluation first
+            spec.evaluated[""] = _evaluation_identity(config, [])
+            if not label:
+                continue
+        evaluated = _evaluation_identity(config, at_eval) if label else spec.evaluated[""]
+        if label in spec.evaluations and spec.evaluated[label] != evaluated:
+            raise ConfigError(
+                f"two evaluations of {spec.name!r} would share the folder "
+                f"{str(evaluation_folder(spec.name, label))!r} ({chosen}); give each value once"
+            )
+        if evaluated in spec.evaluated.values():  # the same run and evaluation, spelled anew
+            spelled = "-".join(_short(k, v) for k, v in chosen.items())
+            kept = next(k for k, v in spec.evaluated.items() if v == evaluated)
+            spec.aliases.append(f"{spelled} = {spec.name}{f' [{kept}]' if kept else ''}")
+            continue
+        spec.evaluations[label] = at_eval
+        spec.evaluated[label] = evaluated
+    return list(specs.values())
+
+
+def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
+    """One grid point's run name, evaluation label, run overrides (``run_dir`` last) and
+    evaluation overrides; grid values of another task's options are left out of all four."""
+    given = [*sweep.base, *sweep.command_line, *(f"{k}={v}" for k, v in chosen.items())]
+    task, position = _task_of(given), _position_of(given)
+    chosen = {
+        k: v
+        for k, v in chosen.items()
+        if not _other_task_option(k, task) and not _other_scheme_option(k, position)
+    }
+    trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
+    evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
+    extra = [
+        o
+        for condition, overrides in sweep.when.items()
+        if _matches(condition, chosen)
+        for o in overrides
+    ]
+    name = "-".join(_short(k, v) for k, v in trained.items()) or "run"
+    label = "-".join(_short(k, v) for k, v in evaluated.items())
+    at_eval = [o for o in extra if evaluated and o.startswith("eval.")]
+    at_eval += [f"{k}={v}" for k, v in evaluated.items()]
+    extra = [o for o in extra if o not in at_eval]
+    overrides = [
+        *sweep.base,
+        *extra,
+        *sweep.command_line,
+        *(f"{k}={v}" for k, v in trained.items()),
+    ]
+    overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
+    return name, label, overrides, at_eval
+
+
+def run_identity(config: Config) -> str:
+    """What a run computes, as text: its whole config except ``run_dir`` and the options
+    sections of tasks and position schemes other than its own (which it never reads: a scheme
+    is built from its own section alone). Two grid points with the same identity are one run
+    (:func:`expand`)."""
+    values = config_to_dict(config)
+    values.pop("run_dir")
+    data, model = values["data"], values["model"]
+    data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
+    model["options"] = {k: v for k, v in model["options"].items() if k == model["position"]}
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def _evaluation_identity(config: Config, at_eval: list[str]) -> str:
+    """The evaluation settings ``at_eval`` resolve to for ``config``, as text."""
+    settings = with_overrides(config, at_eval).eval if at_eval else config.eval
+    values = OmegaConf.to_container(OmegaConf.structured(settings))
+    values["position_options"] = {  # 2 and 2.0 are one value
+        k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in values["position_options"].items()
+    }
+    return json.dumps(values, sort_keys=True)
+
+
+def _task_of(overrides: list[str]) -> str:
+    """The task the last ``data.task=`` of ``overrides`` names (the default task if none)."""
+    tasks = [o.partition("=")[2] for o in overrides if o.partition("=")[0] == "data.task"]
+    return tasks[-1] if tasks else DataConfig.task
+
+
+def _position_of(overrides: list[str]) -> str:
+    """The scheme the last ``model.position=`` of ``overrides`` names (the default if none)."""
+    schemes = [o.partition("=")[2] for o in overrides if o.partition("=")[0] == "model.position"]
+    return schemes[-1] if schemes else ModelConfig.position
+
+
+def _other_scheme_option(key: str, position: str) -> bool:
+    """``key`` is an option of another position scheme than ``position``
+    (``model.options.OTHER.KEY``)."""
+    parts = key.split(".")
+    return len(parts) > 3 and parts[:2] == ["model", "options"] and parts[2] != position
+
+
+def _other_task_option(key: str, task: str) -> bool:
+    """``key`` is an option of another task than ``task`` (``data.options.OTHER.KEY``)."""
+    parts = key.split(".")
+    return len(parts) > 3 and parts[:2] == ["data", "options"] and parts[2] != task
+
+
+RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
+"""Keys that say how a run executes, not what it computes: a sweep may change them freely."""
+
+
+def changed_settings(spec: RunSpec) -> list[str]:
+    """What differs between the run saved in ``spec``'s folder and what ``spec`` asks for.
+
+    ``eval.*``, :data:`RUNTIME_KEYS` and the options of tasks other than the run's are ignored:
+    a changed evaluation re-evaluates the run, and where it runs, or another task's options,
+    change no result.
+
+    Returns:
+        ``["key: saved -> asked", ...]`` in key order; empty when the folder holds no
+        checkpoint or the same settings.
+
+    Raises:
+        ConfigError, FileNotFoundError, ValueError: the spec or the saved checkpoint is invalid.
+    """
+    from lab.common.checkpoint import checkpoint_path, load_checkpoint
+
+    config = load_config(None, spec.overrides)
+    if not checkpoint_path(config.run_dir).is_file():
+        return []
+    saved = config_from_dict(load_checkpoint(config.run_dir)["config"])
+    before, after = _flat(json.loads(run_identity(saved))), _flat(json.loads(run_identity(config)))
+    return [
+        f"{key}: {before.get(key)} -> {after.get(key)}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+        and not key.startswith("eval.")
+        and key not in RUNTIME_KEYS
+    ]
+
+
+def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
+    """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
+    run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
+    device exists, and every run already there was trained with the settings this sweep
+    asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
+    a question it was not trained on; nor is ``out_dir/_sweep`` (or its ``mean`` or ``figures``)
+    a link or a file, nor a report file's name a folder. With ``overwrite``, runs trained with
+    other settings are marked to be replaced (``spec.overwrite``); the training replaces each
+    under its folder's lock, after checking everything (:func:`lab.training.trainer.train`), so
+    nothing is deleted here.
+
+    Raises:
+        ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
+            the first such run and its differing keys).
+        ValueError: a device this machine does not have (one line).
+        OSError: the folder cannot be written, or a run folder is a symbolic link.
+    """
+    from lab.common.runtime import resolve_device
+    from lab.reporting.report import REPORT_NAMES
+    from lab.reporting.sweep_tensorboard import SWEEP_RUNS
+
+    writable_folder(sweep.out_dir)
+    check_not_folders(sweep.out_dir, [*REPORT_NAMES, "sweep.json"])
+    for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
+        link = linked_below(Path(sweep.out_dir) / SWEEP_RUNS / sub, sweep.out_dir)
+        if link is not None or (Path(sweep.out_dir) / SWEEP_RUNS).is_file():
+            raise OSError(
+                f"refusing to write into {str(link or Path(sweep.out_dir) / SWEEP_RUNS)!r}: it "
+                f"is a symbolic link or a file; a sweep writes only below "
+                f"out_dir={sweep.out_dir!r} (remove or rename it)"
+            )
+    changed = {}
+    for spec in specs:
+        config = load_config(None, spec.overrides)
+        resolve_device(config.device)
+        link = linked_below(config.run_dir, sweep.out_dir)
+        if link is not None:
+            raise OSError(
+                f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
+                f"only below out_dir={sweep.out_dir!r} (remove or rename the link)"
+            )
+        try:
+            changed[spec.name] = changed_settings(spec)
+        except ValueError:  # an unreadable checkpoint: that run fails with its error, alone
+            changed[spec.name] = []
+    stale = [spec for spec in specs if changed[spec.name]]
+    if stale and not overwrite:
+        raise ConfigError(
+            f"{len(stale)} of {len(specs)} runs in {sweep.out_dir}/ were trained with other "
+            f"settings ({stale[0].name}: {'; '.join(changed[stale[0].name])}); use another "
+            "out_dir=..., or --overwrite to retrain those runs"
+        )
+    for spec in stale:
+        spec.overwrite = True
+
+
+def run_one(
+    spec: RunSpec,
+    device: str | None = None,
+    threads: int | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Train (or resume, or skip) and evaluate one run; never raises.
+
+    ``should_stop`` is polled between training steps (a worker's stop event); when it turns
+    true the training saves a checkpoint and the run is ``interrupted``.
+
+    Returns:
+        ``{"name", "run_dir", "status", "error", "result"}``: status ``trained``, ``evaluated``
+        (training had finished; only the evaluation was redone), ``skipped`` (both were
+        current), ``failed``, ``interrupted`` (Ctrl-C; a checkpoint was saved) or ``cancelled``
+        (the sweep was interrupted before this run started); ``result`` is the run's first
+        evaluation (the ``eval.json`` content) when it has one, and ``results`` every one of
+        ``spec.evaluations``, in order (``evaluated`` when any had to be redone).
+    """
+    from lab.common.checkpoint import checkpoint_path, load_checkpoint
+    from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, load_evaluation
+    from lab.training.trainer import train
+
+    record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
+    if should_stop is not None and should_stop():
+        record["status"] = "cancelled"
+        return record
+    try:
+        config = load_config(None, spec.overrides)
+        runtime = []  # the worker's device and threads, where the sweep did not set its own
+        if device is not None and config.device == "auto":
+            runtime.append(f"device={device}")
+        if threads is not None and config.threads == 0:
+            runtime.append(f"threads={threads}")
+        if threads is not None:
+            runtime.append("train.progress=false")  # bars of parallel workers would interleave
+        config = with_overrides(config, runtime)
+        record["run_dir"] = config.run_dir
+        saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
+        finished = saved and load_checkpoint(config.run_dir).get("finished", False)
+        plans = [  # (eval config, folder of its eval.json or None, its saved result or None)
+            (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
+            for label, extra in spec.evaluations.items()
+            for settings in [apply_eval_overrides(config.eval, extra)]
+            for folder in [evaluation_folder(config.run_dir, label)]
+        ]
+        if all(existing for *_, existing in plans):
+            results = [existing for *_, existing in plans]
+            record.update(status="skipped", result=results[0], results=results)
+            return record
+        if finished:
+            record["status"] = "evaluated"
+        else:
+            train(config, resume=saved, overwrite=spec.overwrite, should_stop=should_stop)
+        results = [
+            existing
+            or evaluate_run(config.run_dir, settings, device=config.device, write_to=folder)
+            for settings, folder, existing in plans
+        ]
+        record.update(result=results[0], results=results)
+    except KeyboardInterrupt as stop:  # lab.training.trainer.TrainingInterrupted names its signal
+        record.update(status="interrupted", signal=getattr(stop, "signum", None))
+    except Exception as error:  # a failing run is reported, never stops the sweep
+        record.update(status="failed", error=f"{type(error).__name__}: {error}")
+        record["traceback"] = traceback.format_exc()
+    return record
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> ``{"a.b": value, ...}``."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _dotted(section: dict[str, Any], prefix: str = "") -> list[str]:
+    """Nested mapping -> ``["a.b=value", ...]``."""
+    items = []
+    for key, value in section.items():
+        if isinstance(value, dict):
+            items += _dotted(value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            items.append(f"{prefix}{key}=[{','.join(map(str, value))}]")
+        else:
+            items.append(f"{prefix}{key}={'null' if value is None else value}")
+    return items
+
+
+def _matches(condition: str, chosen: dict[str, Any]) -> bool:
+    key, _, value = condition.partition("=")
+    key = ALIASES.get(key, key)
+    return key in chosen and str(chosen[key]) == value
+
+
+def _short(key: str, value: Any) -> str:
+    leaf = key.rsplit(".", 1)[-1]
+    return str(value) if leaf in ("position", "task") else f"{leaf}{value}"
