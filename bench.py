@@ -31,7 +31,7 @@ from lab.bench.benchmark import (
 from lab.common.files import atomic_write, output_file
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
-from lab.reporting.report import format_table
+from lab.reporting.tables import format_table
 
 STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see

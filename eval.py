@@ -47,14 +47,10 @@ from lab.evaluation.evaluate import (
     find_runs,
     load_run,
 )
-from lab.reporting.report import (
-    EVAL_NAME,
-    REPORT_NAMES,
-    length_table,
-    scheme_label,
-    summary_table,
-    write_reports,
-)
+from lab.evaluation.labels import scheme_label
+from lab.evaluation.record import EVAL_NAME
+from lab.reporting.report import REPORT_NAMES, write_reports
+from lab.reporting.tables import length_table, summary_table
 
 ERRORS = (ConfigError, OSError, ValueError)
 

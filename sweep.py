@@ -195,8 +195,9 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker):
         such runs are named, never left out silently.
     """
-    from lab.reporting.report import summary_table, write_reports
+    from lab.reporting.report import write_reports
     from lab.reporting.sweep_tensorboard import tensorboard_url, write_sweep_tensorboard
+    from lab.reporting.tables import summary_table
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     failed = [r for r in records if r["status"] == "failed"]

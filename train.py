@@ -24,7 +24,7 @@ from lab.common.config import ConfigError, config_to_dict, flat_keys, load_confi
 from lab.common.runlock import RunLocked
 from lab.common.runtime import cpu_threads
 from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
-from lab.reporting.report import changed_task_options
+from lab.evaluation.labels import changed_task_options
 from lab.training.distributed import is_main_process, leave_group
 from lab.training.resume import resume_config
 from lab.training.trainer import TrainingDiverged, TrainingInterrupted, train

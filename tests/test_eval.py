@@ -31,9 +31,12 @@ from lab.evaluation.evaluate import (
     summarize,
 )
 from lab.evaluation.extrapolation import LengthResult, evaluate_length
+from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.metrics import greedy_decode, score_answers
 from lab.evaluation.order import ORDER_BLIND_TVD, minimal_pair_accuracy, permutation_probe
-from lab.reporting.report import SCHEMA, percent, plot_accuracy_vs_length, write_reports
+from lab.evaluation.record import SCHEMA
+from lab.reporting.report import write_reports
+from lab.reporting.tables import percent
 from lab.training.trainer import build_model, train
 from model import ModelConfig
 from model.position import available_schemes

@@ -333,7 +333,7 @@ def test_a_trained_run_is_evaluated_many_ways_without_retraining(finished, tmp_p
         *(f"rope-copy-seed0 [scaling={rule}, scaling_factor={f}]" for rule, f in RULES),
     ]
     assert "rope [scaling=yarn, scaling_factor=4]" in (copy / "report.md").read_text()
-    from lab.reporting.report import plot_accuracy_vs_length
+    from lab.evaluation.figure import plot_accuracy_vs_length
 
     assert len(plot_accuracy_vs_length(results, None).axes[0].containers) == 5  # one per rule
     assert run_sweep(copy, "position=rope", "seed=0", *SCALINGS) == 0

@@ -30,12 +30,13 @@ from lab.common.checkpoint import load_checkpoint
 from lab.common.config import load_config
 from lab.common.stats import compare
 from lab.evaluation.extrapolation import LengthResult
+from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.learned import LEARNED, left_out_count, not_learned_reason
 from lab.reporting.aggregate import headline_table, left_out_line, lengths_table, significance_words
 from lab.reporting.findings import findings
 from lab.reporting.overview import markdown_report
-from lab.reporting.report import csv_rows, plot_accuracy_vs_length, summary_table
 from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure
+from lab.reporting.tables import csv_rows, summary_table
 from lab.training.resume import resume_config
 from lab.training.run_logs import loss_lengths, periodic_lengths, reached_target
 from lab.training.trainer import TrainingInterrupted, train

@@ -32,7 +32,7 @@ from lab.common.config import (
 )
 from lab.common.runtime import MAX_THREADS
 from lab.evaluation.evaluate import evaluate_model, evaluation_lengths, load_evaluation
-from lab.reporting.report import EVAL_NAME, inconsistency, write_eval_json
+from lab.evaluation.record import EVAL_NAME, inconsistency, write_eval_json
 from lab.sweeps.sweep import expand, load_sweep
 from model import ModelConfig, Transformer
 from model.config import MAX_PARAMETERS, MAX_RANDOMIZED_POSITIONS, MAX_WIDTH

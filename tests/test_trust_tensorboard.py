@@ -18,7 +18,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
 from lab.common.config import load_config
-from lab.reporting.report import write_tensorboard
+from lab.evaluation.tensorboard import write_tensorboard
 from lab.reporting.sweep_tensorboard import SUFFIX, tensorboard_url, write_sweep_tensorboard
 from lab.training.run_logs import HEADLINE, write_hparams
 

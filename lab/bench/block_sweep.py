@@ -30,7 +30,7 @@ from lab.bench.benchmark import (
 )
 from lab.common.files import atomic_write, output_file
 from lab.common.runtime import configure_threads, resolve_device
-from lab.reporting.report import format_table
+from lab.reporting.tables import format_table
 from model import ModelConfig
 from model.mask import BLOCK_ROWS
 

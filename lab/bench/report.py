@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from lab.bench.benchmark import ours_vs_theirs
-from lab.reporting.report import format_table
+from lab.reporting.tables import format_table
 
 
 def scheme_table(results: dict) -> str:

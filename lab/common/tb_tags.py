@@ -1,5 +1,5 @@
 """TensorBoard tag names shared by the training logs (:mod:`lab.training.run_logs`), ``eval.py``'s
-per-run curves (:func:`lab.reporting.report.write_tensorboard`) and a sweep's summary runs
+per-run curves (:func:`lab.evaluation.tensorboard.write_tensorboard`) and a sweep's summary runs
 (:mod:`lab.reporting.sweep_tensorboard`); a module of its own so none of them imports another for a
 name.
 

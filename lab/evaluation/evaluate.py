@@ -2,7 +2,7 @@
 
 :func:`evaluate_run` loads ``RUN_DIR/checkpoint.pt``, evaluates it with :func:`evaluate_model`
 and (by default) writes ``RUN_DIR/eval.json`` and TensorBoard scalars. The dict's layout is
-:data:`lab.reporting.report.SCHEMA`. Exact-match here is teacher-forced, which equals exact-match
+:data:`lab.evaluation.record.SCHEMA`. Exact-match here is teacher-forced, which equals exact-match
 under
 greedy decoding (see :mod:`lab.evaluation.metrics`; ``tests/test_eval.py`` checks it).
 """
@@ -48,14 +48,8 @@ from lab.evaluation.extrapolation import (
 )
 from lab.evaluation.learned import LEARNED
 from lab.evaluation.order import minimal_pair_accuracy, permutation_probe
-from lab.reporting.report import (
-    EVAL_NAME,
-    SCHEMA,
-    SCHEMA_VERSION,
-    inconsistency,
-    write_eval_json,
-    write_tensorboard,
-)
+from lab.evaluation.record import EVAL_NAME, SCHEMA, SCHEMA_VERSION, inconsistency, write_eval_json
+from lab.evaluation.tensorboard import write_tensorboard
 from model import Transformer
 
 
@@ -100,8 +94,8 @@ def load_evaluation(
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
-    Current means: valid JSON that follows :data:`lab.reporting.report.SCHEMA` and is consistent
-    (:func:`lab.reporting.report.inconsistency`; a damaged or hand-edited file, nested too deep for
+    Current means: valid JSON that follows :data:`lab.evaluation.record.SCHEMA` and is consistent
+    (:func:`lab.evaluation.record.inconsistency`; a damaged or hand-edited file, nested too deep for
     Python's JSON reader included, is treated as missing, with
     a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
     written after the checkpoint, computed from this very checkpoint (its
@@ -248,7 +242,7 @@ def evaluate_model(
         progress: a tqdm bar advanced once per length and once for the order probes.
 
     Returns:
-        The content of ``eval.json`` (see :data:`lab.reporting.report.SCHEMA`) with ``run_dir``
+        The content of ``eval.json`` (see :data:`lab.evaluation.record.SCHEMA`) with ``run_dir``
         None.
     """
     started = time.perf_counter()
@@ -340,7 +334,7 @@ def evaluate_run(
             default ``run_dir`` when ``write_to`` is None or below it, else ``write_to``.
 
     Returns:
-        The content of ``eval.json`` (see :data:`lab.reporting.report.SCHEMA`); its ``checkpoint``
+        The content of ``eval.json`` (see :data:`lab.evaluation.record.SCHEMA`); its ``checkpoint``
         names
         the run, the step and the SHA-256 of the checkpoint evaluated.
 

@@ -1,6 +1,6 @@
 """Runs grouped over seeds: means with t-intervals, the fixed-multiple headline, significance.
 
-Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.reporting.report.SCHEMA`)
+Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.evaluation.record.SCHEMA`)
 and
 groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
 (:func:`lab.common.stats.t_interval`), shown in percent and clipped to 0..100 for display. The
@@ -16,16 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.stats import ALPHA, Comparison, compare, t_interval
-from lab.evaluation.extrapolation import multiple_lengths
+from lab.evaluation.labels import ordered, run_label, scheme_label, task_options_label
 from lab.evaluation.learned import learned_only, not_learned_reason
-from lab.reporting.report import (
-    DASH,
-    format_table,
-    ordered,
-    run_label,
-    scheme_label,
-    task_options_label,
-)
+from lab.evaluation.record import at_multiple, length_row, pair_values
+from lab.reporting.tables import DASH, format_table
 
 HEADLINE = ("1.25x", "1.5x", "2x", "4x")
 """Multiples of the longest training length in the headline table."""
@@ -56,35 +50,6 @@ def cell(values: list[float | None]) -> str:
         return f"{100 * interval.mean:.1f}"
     low, high = max(0.0, interval.low), min(1.0, interval.high)
     return f"{100 * interval.mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
-
-
-def length_row(run: Result, length: int | None) -> dict[str, Any] | None:
-    """The ``lengths`` entry of ``run`` at ``length`` (None when it was not evaluated, or for a
-    ``length`` of None)."""
-    return next((row for row in run["lengths"] if row["length"] == length), None)
-
-
-def at_multiple(run: Result, label: str) -> int | None:
-    """The length of multiple ``label`` (e.g. ``'2x'``) for ``run``'s training range; None when
-    the run was evaluated below it (``eval.max_length_factor`` under 2 has no ``'2x'``)."""
-    factor = run["config"]["eval"]["max_length_factor"]
-    return multiple_lengths(run["train_lengths"][1], factor).get(label)
-
-
-def pair_values(runs: list[Result], where: str) -> list[float | None]:
-    """Per run: pair accuracy (both members right) in distribution (``where='in_dist'``: mean
-    over grid lengths in the training range) or at multiple ``where``."""
-    values = []
-    for run in runs:
-        low, high = run["train_lengths"]
-        if where == "in_dist":
-            rows = [length_row(run, n) for n in run["grid_lengths"] if low <= n <= high]
-        else:
-            rows = [length_row(run, at_multiple(run, where))]
-        accuracies = [row["pair_accuracy"] if row else None for row in rows]
-        ok = accuracies and all(a is not None for a in accuracies)
-        values.append(sum(accuracies) / len(accuracies) if ok else None)
-    return values
 
 
 def left_out_line(results: list[Result], out_dir: str | Path | None = None) -> str | None:

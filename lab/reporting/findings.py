@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from lab.evaluation.learned import LEARNED, learned_only, left_out_count
-from lab.reporting.aggregate import comparison, groups, pair_values, significance_words
+from lab.evaluation.record import pair_values
+from lab.reporting.aggregate import comparison, groups, significance_words
 
 Result = dict[str, Any]
 FAILS = 0.10

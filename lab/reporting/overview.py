@@ -23,6 +23,7 @@ from typing import Any
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
 from lab.common.batches import evaluation_set
 from lab.common.config import config_from_dict
+from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
 from lab.reporting.aggregate import (
     groups,
@@ -33,7 +34,7 @@ from lab.reporting.aggregate import (
     tasks,
 )
 from lab.reporting.findings import findings
-from lab.reporting.report import DASH, position_options, run_label, summary_table, task_options
+from lab.reporting.tables import DASH, position_options, summary_table, task_options
 
 Result = dict[str, Any]
 

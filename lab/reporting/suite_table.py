@@ -12,7 +12,7 @@ from typing import Any
 
 from lab.evaluation.learned import LEARNED, is_learned
 from lab.reporting.aggregate import groups, tasks
-from lab.reporting.report import DASH, format_table
+from lab.reporting.tables import DASH, format_table
 from model.position import available_schemes
 
 Result = dict[str, Any]

@@ -22,7 +22,8 @@ from matplotlib.figure import Figure
 
 from lab.common.files import atomic_writer
 from lab.evaluation.learned import is_learned
-from lab.reporting.aggregate import groups, pair_values, tasks
+from lab.evaluation.record import pair_values
+from lab.reporting.aggregate import groups, tasks
 
 Result = dict[str, Any]
 

@@ -28,9 +28,10 @@ from torch.utils.tensorboard import SummaryWriter
 
 from lab.common.files import safe_folder
 from lab.common.tb_tags import LENGTH_CURVES
+from lab.evaluation.figure import plot_accuracy_vs_length
+from lab.evaluation.labels import run_label
 from lab.evaluation.learned import learned_only, not_learned_reason
 from lab.reporting.aggregate import groups, tasks
-from lab.reporting.report import plot_accuracy_vs_length, run_label
 from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure
 from lab.training.run_logs import COMPARE_CHARTS
 

@@ -89,10 +89,9 @@ HEADLINE = {
     ),
 }
 """The HParams tab's metrics, in the order of its columns: the test-set figures of ``eval.py``
-(``headline/*``, :func:`lab.reporting.report.write_tensorboard`) first, then the validation figures
-of
-the training's periodic evaluation, named as such. Tag -> (column title, description); each
-tag is a scalar of the run's own folder."""
+(``headline/*``, :func:`lab.evaluation.tensorboard.write_tensorboard`) first, then the
+validation figures of the training's periodic evaluation, named as such. Tag -> (column title,
+description); each tag is a scalar of the run's own folder."""
 
 
 def periodic_lengths(config: Config) -> dict[str, list[int]]:

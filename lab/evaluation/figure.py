@@ -1,0 +1,119 @@
+"""Exact-match against length: the figure of one run (TensorBoard) and of a sweep."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from lab.common.files import atomic_writer
+from lab.common.stats import t_interval
+from lab.evaluation.labels import scheme_label
+from lab.evaluation.learned import is_learned
+from model.position import available_schemes
+
+PANELS_PER_ROW = 4
+"""Task panels per row of the accuracy-against-length figure."""
+
+
+def _not_learned_label(result: dict[str, Any]) -> str:
+    """The legend label of a not-learned run's own line: ``"sinusoidal seed 2: not learned"``."""
+    return f"{scheme_label(result)} seed {result['seed']}: not learned"
+
+
+def _line_order(item: tuple[str, list[dict[str, Any]]], labels: list[str]) -> tuple[int, str]:
+    """Sort key of a plotted line: its scheme's place in ``labels``, then its name."""
+    return labels.index(scheme_label(item[1][0])), item[0]
+
+
+def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
+    """Exact-match against length: one panel per task, one line per scheme (mean over its
+    learned seeds), and a dotted line with ``x`` markers, labelled ``not learned`` and without
+    error bars, for each run that did not learn its task (:mod:`lab.evaluation.learned`).
+
+    Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
+    (:func:`lab.common.stats.t_interval`, clipped to [0, 1]) for several. The training range is
+    shaded, and a dashed line marks the longest training length.
+    Unsupported lengths are left out, so a line stops where its scheme stops.
+
+    Returns:
+        The figure (``len(figure.axes[i].containers)`` is the number of lines in panel ``i``:
+        its schemes with a learned run, plus its not-learned runs);
+        saved as PNG to ``path`` unless ``path`` is None.
+    """
+    tasks = sorted({r["task"] for r in results})
+    order = {name: i for i, name in enumerate(available_schemes())}
+    labels = sorted(
+        {scheme_label(r) for r in results}, key=lambda s: (order.get(s.split()[0], 99), s)
+    )
+    colors = {label: f"C{i}" for i, label in enumerate(labels)}  # one colour per scheme, all panels
+    ncols = min(len(tasks), PANELS_PER_ROW)
+    nrows = -(-len(tasks) // ncols)
+    figure = Figure(figsize=(6 * ncols, 4.6 * nrows), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(nrows, ncols, squeeze=False).flatten()
+    for ax in axes[len(tasks) :]:  # the last row's empty cells
+        figure.delaxes(ax)
+    for ax, task in zip(axes, tasks, strict=False):
+        runs = [r for r in results if r["task"] == task]
+        lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
+        ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
+        for high in sorted(set(highs)):
+            ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
+        by_scheme: dict[str, list[dict]] = defaultdict(list)
+        for r in runs:  # learned runs are averaged; each not-learned run is a line of its own
+            by_scheme[scheme_label(r) if is_learned(r) else _not_learned_label(r)].append(r)
+        for name, group in sorted(by_scheme.items(), key=lambda item: _line_order(item, labels)):
+            scheme = scheme_label(group[0])
+            points: dict[int, list[dict]] = defaultdict(list)
+            for r in group:
+                for row in r["lengths"]:
+                    if row["supported"]:
+                        points[row["length"]].append(row)
+            xs = sorted(points)
+            means, below, above = [], [], []
+            for x in xs:
+                values = [p["exact_match"] for p in points[x]]
+                mean = sum(values) / len(values)
+                interval = t_interval(values)  # over seeds; None bounds for one run
+                if interval.low is None:  # one run: its 95% Wilson interval
+                    low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
+                else:
+                    low, high = max(0.0, interval.low), min(1.0, interval.high)
+                means.append(mean)
+                below.append(mean - low)
+                above.append(high - mean)
+            learned = is_learned(group[0])
+            label = name if len(group) == 1 else f"{name} (mean of {len(group)})"
+            ax.errorbar(
+                xs,
+                means,
+                yerr=[below, above] if learned else None,
+                marker="o" if learned else "x",
+                linestyle="-" if learned else ":",
+                capsize=3,
+                label=label,
+                color=colors[scheme],
+            )
+        ax.set(
+            title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02)
+        )
+    handles: dict[str, Any] = {}
+    for ax in figure.axes:  # one legend for all panels, below them
+        handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+    figure.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside lower center",
+        ncols=min(len(handles), 7),
+        fontsize="small",
+        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)",
+        title_fontsize="small",
+    )
+    if path is not None:
+        with atomic_writer(path) as file:
+            figure.savefig(file, format="png", dpi=120)
+    return figure

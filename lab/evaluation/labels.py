@@ -1,0 +1,82 @@
+"""How a run is named in every table, legend and TensorBoard run: its folder, its scheme with the
+task and evaluation-time options that differ from the defaults, and the order runs are listed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from data import available_tasks, task_class
+from lab.common.config import migrate_data_keys
+from model.position import available_schemes
+from model.position.options import options_dict
+
+
+def evaluation_label(result: dict[str, Any]) -> str:
+    """The evaluation-time position options, e.g. ``" [scaling=yarn, scaling_factor=4]"``, or
+    ``""`` when the run was evaluated as trained; one trained run evaluated several ways gets
+    one label (one line, one group) per setting."""
+    overrides = result["config"]["eval"].get("position_options") or {}
+    inner = ", ".join(f"{key}={value}" for key, value in overrides.items())
+    return f" [{inner}]" if inner else ""
+
+
+def task_options_label(result: dict[str, Any]) -> str:
+    """The run's task options that differ from the task's defaults, e.g.
+    ``" {scratchpad=False}"``, or ``""``: runs of one task with other options (another task, in
+    effect) are never pooled as seeds of one group, nor compared as schemes."""
+    saved = result["config"].get("data")
+    if not saved or result["task"] not in available_tasks():
+        return ""  # a hand-made result without its data section
+    return changed_task_options(saved)
+
+
+def changed_task_options(data: dict[str, Any]) -> str:
+    """``" {scratchpad=False}"``: the options of a saved ``data`` section's task that differ
+    from the task's defaults, or ``""``. A section saved before an option existed reads as the
+    value it had then (:func:`lab.common.config.migrate_data_keys`)."""
+    data = migrate_data_keys(data)
+    task = data.get("task", "svo")
+    defaults = options_dict(task_class(task).Options())
+    options = (data.get("options") or {}).get(task) or {}
+    changed = [f"{key}={value}" for key, value in options.items() if defaults.get(key) != value]
+    return " {" + ", ".join(changed) + "}" if changed else ""
+
+
+def scheme_label(result: dict[str, Any]) -> str:
+    """The position scheme, marked ``(bidirectional)`` for non-causal models, with its
+    :func:`task_options_label` and :func:`evaluation_label`."""
+    causal = result["config"]["model"].get("causal", True)
+    marked = result["position"] + ("" if causal else " (bidirectional)")
+    return marked + task_options_label(result) + evaluation_label(result)
+
+
+def run_label(result: dict[str, Any], out_dir: str | Path | None = None) -> str:
+    """The run folder relative to ``out_dir`` when inside it, else its name, with its
+    :func:`evaluation_label`."""
+    run = Path(result["run_dir"] or "model")
+    label = run.name
+    if out_dir is not None:
+        try:
+            relative = run.resolve().relative_to(Path(out_dir).resolve())
+            if relative.parts:
+                label = relative.as_posix()
+        except ValueError:
+            pass
+    return label + evaluation_label(result)
+
+
+def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results sorted by task, then scheme (in registration order: none, learned, sinusoidal,
+    rope, alibi), then seed, so every report lists runs the same way."""
+    order = {name: i for i, name in enumerate(available_schemes())}
+    return sorted(
+        results,
+        key=lambda r: (
+            r["task"],
+            order.get(r["position"], len(order)),
+            r["position"],
+            evaluation_label(r),
+            r["seed"],
+        ),
+    )
