@@ -147,7 +147,7 @@ def fingerprints_elsewhere(names: list[str], span: int) -> dict[str, str]:
         RuntimeError: the child process failed; its last error line is in the message.
     """
     command = [sys.executable, "-m", "lab.properties.fingerprints", str(span), *names]
-    root = Path(__file__).resolve().parent.parent  # the project, whatever the caller's folder
+    root = Path(__file__).resolve().parents[2]  # the project, whatever the caller's folder
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
