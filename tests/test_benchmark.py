@@ -175,7 +175,7 @@ def test_bench_report_help_is_usage_not_a_file_name(capsys):
 
 
 def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):
-    results = json.loads((ROOT / "docs" / "bench_cpu.json").read_text())
+    results = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench.json").read_text())
     for size in ("standard", "ablation"):
         for key in ("train", "eval"):
             results[size][key] = [r for r in results[size][key] if not r["baseline"]]
