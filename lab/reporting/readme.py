@@ -62,18 +62,14 @@ def copy_results(sweep_dir: str | Path, family: Family, results: Path = RESULTS)
 
 def readme_block(folder: Path = RESULTS / "ablation") -> str:
     """The README's result (without its markers): how it was made, per task the three-seed
-    headline table, the findings against the literature, the plot, and a link to its page."""
+    headline table, the findings against the literature and the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     lines = [provenance(results, sweep, FAMILIES["ablation"]), ""]
     for task in tasks(results):
         lines += [f"**{task}**: exact-match in percent, mean [95% t-interval] over seeds", ""]
         lines += [headline_table(results, task), ""]
     lines += ["**Findings against the literature**", "", *findings(results), ""]
-    lines += ["![exact-match against length](docs/results/ablation/accuracy_vs_length.png)", ""]
-    lines.append(
-        "Significance tests, shortcut baselines, how to read each column and the files: "
-        "[docs/results/ablation.md](docs/results/ablation.md)."
-    )
+    lines += ["![exact-match against length](docs/results/ablation/accuracy_vs_length.png)"]
     return "\n".join(lines)
 
 
