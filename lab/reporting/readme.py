@@ -135,6 +135,11 @@ def wanted_files(results: Path = RESULTS) -> dict[Path, tuple[str, str]]:
     return files
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the project when inside it, for messages."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """The command line of :func:`main`."""
     parser = argparse.ArgumentParser(
@@ -164,11 +169,11 @@ def main(argv: list[str]) -> int:
     stale = [path for path, (current, wanted) in files.items() if current != wanted]
     if args.check:
         for path in stale:
-            print(f"{path.relative_to(ROOT)} is stale: run {PUBLISH}", file=sys.stderr)
+            print(f"{shown(path)} is stale: run {PUBLISH}", file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
         atomic_write(path, files[path][1])
-    print(f"rewrote {len(stale)} of {len(files)} generated files from {RESULTS.relative_to(ROOT)}/")
+    print(f"rewrote {len(stale)} of {len(files)} generated files from {shown(RESULTS)}/")
     return 0
 
 
