@@ -171,30 +171,55 @@ def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsy
 
 def test_bench_report_help_is_usage_not_a_file_name(capsys):
     assert bench_report.main(["--help"]) == 0
-    assert capsys.readouterr().out.startswith("usage: python -m lab.bench.report BENCH_JSON")
+    assert capsys.readouterr().out.startswith("usage: python bench.py --publish")
 
 
-def test_bench_report_without_peers_and_on_bad_files(tmp_path, capsys):
-    results = json.loads((ROOT / "docs" / "bench_cpu.json").read_text())
+def test_bench_publish_files_a_json_by_what_it_measured(tmp_path, monkeypatch):
+    """A CPU run at batch 64 becomes bench-cpu/bench.json and its page holds its tables; the
+    same run at another batch or compiled is filed beside it, a CUDA run on the GPU page."""
+    monkeypatch.setattr(bench_report, "RESULTS", tmp_path / "results")
+    results = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench.json").read_text())
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(results))
+    assert bench_report.main([str(path)]) == 0
+    page = (tmp_path / "results" / "bench-cpu.md").read_text()
+    assert scheme_table(results) in page and "peer train tok/s" in page
+    assert (tmp_path / "results" / "bench-cpu" / "bench.json").read_text() == path.read_text()
+    assert bench_report.main(["--check"]) == 0
+    for key, value, where in (
+        ("batch", 1024, "bench-cpu/bench_b1024.json"),
+        ("compile", True, "bench-cpu/bench_compiled.json"),
+        ("device", "cuda", "bench-cuda/bench.json"),
+    ):
+        changed = json.loads(json.dumps(results))
+        changed["standard"][key] = value
+        assert bench_report.destination(changed) == where
+
+
+def test_bench_report_without_peers_and_on_bad_files(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_report, "RESULTS", tmp_path / "results")
+    results = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench.json").read_text())
     for size in ("standard", "ablation"):
         for key in ("train", "eval"):
             results[size][key] = [r for r in results[size][key] if not r["baseline"]]
     alone = tmp_path / "alone.json"
     alone.write_text(json.dumps(results))
     assert bench_report.main([str(alone)]) == 0
-    assert capsys.readouterr().out.strip() == scheme_table(results)
+    page = (tmp_path / "results" / "bench-cpu.md").read_text()
+    assert scheme_table(results) in page and "peer train tok/s" not in page
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"standard": {"train": [{"position": "none"}]}}))
     for row in results["standard"]["eval"]:
         row["tokens_per_s"] = 0.0  # NoPE's too: a ratio to it cannot be formed
     zero = tmp_path / "zero.json"
     zero.write_text(json.dumps(results))
-    for path, message in (
-        (old, "not a bench.py JSON of this version (missing"),
-        (zero, "not a bench.py JSON of this version (ZeroDivisionError)"),
-        (tmp_path, "error:"),
+    for argv, message in (
+        ([str(old)], "not a bench.py JSON of this version (missing"),
+        ([str(zero)], "not a bench.py JSON of this version (ZeroDivisionError)"),
+        ([str(tmp_path)], "error:"),
+        (["--check", str(alone)], "--check takes no files"),
     ):
-        assert bench_report.main([str(path)]) == 2
+        assert bench_report.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err
 

@@ -1,39 +1,87 @@
-"""The README's generated sections (the ablation, the task suite, the benchmark) come from the
-committed docs/ results, and they agree."""
+"""The README's generated parts (the ablation's block, the task table) and the result pages
+under docs/results/ come from the committed files and the registries, and they agree."""
 
 import json
 from pathlib import Path
 
 import pytest
 
+from data import available_tasks, build_task
+from lab.bench import report as bench_report
 from lab.bench.block_sweep import ratio_table
 from lab.bench.report import peer_table, scheme_table
 from lab.reporting import readme
-from lab.reporting.readme import BEGIN, END, README, SUITE_BEGIN, SUITE_END, render
+from lab.reporting.pages import FAMILIES, RESULTS
+from lab.reporting.readme import BEGIN, END, README, TASKS_BEGIN, TASKS_END, render, task_row
 from lab.reporting.suite_table import settings, suite_table, timing
 
 
-def test_readme_results_section_matches_the_committed_results() -> None:
-    text = README.read_text()
-    assert render(text) == text, "README.md is stale: run python -m lab.reporting.readme"
+def between(text: str, begin: str, end: str) -> str:
+    """The text between two markers (without them and their line breaks)."""
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
 
 
-def test_render_replaces_only_the_marked_sections() -> None:
-    text = (
-        f"# title\nbefore\n{BEGIN}\nstale table\n{END}\nmid\n{SUITE_BEGIN}\nold\n{SUITE_END}\nend\n"
-    )
+def test_readme_result_block_matches_the_committed_results() -> None:
+    block = between(README.read_text(), BEGIN, END)
+    assert block == readme.readme_block(), "README.md is stale: run python sweep.py --publish"
+
+
+def test_every_result_page_is_made_from_the_files_beside_it() -> None:
+    for path, text in readme.pages().items():
+        assert path.read_text() == text, f"{path.name} is stale: run python sweep.py --publish"
+
+
+def test_the_benchmark_pages_hold_the_tables_of_their_committed_json() -> None:
+    assert not bench_report.stale_pages(), "run python bench.py --publish"
+    for name in bench_report.PAGES:
+        page = (RESULTS / f"{name}.md").read_text()
+        files = sorted((RESULTS / name).glob("*.json"))
+        assert files, name
+        for path in files:
+            results = json.loads(path.read_text())
+            if "results" in results:  # a block sweep
+                for length in (1024, 4096):
+                    assert ratio_table(results, length) in page, f"{path} at {length}"
+            else:
+                assert scheme_table(results) in page and peer_table(results) in page, path
+
+
+def rows(table: str) -> list[list[str]]:
+    """The body rows of a Markdown table, as stripped cells (`\\|` kept inside a cell)."""
+    lines = [line for line in table.splitlines() if line.startswith("|")][2:]
+    split = [line.replace("\\|", "\0").strip("|").split("|") for line in lines]
+    return [[cell.replace("\0", "\\|").strip() for cell in cells] for cells in split]
+
+
+def test_every_task_in_the_readme_table_is_registered_and_generated() -> None:
+    """Each row is the generator's row of a registered task (a task registered since the last
+    publish may be missing: the next publish adds it), and its example is one the task's solver
+    answers."""
+    listed = rows(between(README.read_text(), TASKS_BEGIN, TASKS_END))
+    assert listed
+    for row in listed:
+        name = row[0].strip("`")
+        assert name in available_tasks(), f"README lists {name!r}, which is not registered"
+        assert row == [cell.strip() for cell in task_row(name)], name
+        tokens = row[3].strip("`").split()
+        sep, eos = tokens.index("<sep>"), tokens.index("<eos>")
+        assert build_task(name).solve(tokens[1:sep]) == tokens[sep + 1 : eos], name
+
+
+def test_render_replaces_only_the_marked_parts() -> None:
+    text = f"# title\nbefore\n{BEGIN}\nstale\n{END}\nmid\n{TASKS_BEGIN}\nXYZZY\n{TASKS_END}\nend\n"
     rendered = render(text)
     head, rest = rendered.split(BEGIN)
     body, rest = rest.split(END)
-    middle, rest = rest.split(SUITE_BEGIN)
-    suite, tail = rest.split(SUITE_END)
+    middle, rest = rest.split(TASKS_BEGIN)
+    table, tail = rest.split(TASKS_END)
     assert head == "# title\nbefore\n" and middle == "\nmid\n" and tail == "\nend\n"
-    assert "stale table" not in body and "| scheme" in body and "Findings" in body
-    assert "old" not in suite and "configs/suite.yaml" in suite and "| `parity`" in suite
+    assert "stale" not in body and "| scheme" in body and "Findings" in body
+    assert "XYZZY" not in table and "| `copy`" in table
     assert render(rendered) == rendered  # idempotent
 
 
-@pytest.mark.parametrize("markers", [(), (BEGIN, END), (SUITE_BEGIN, SUITE_END)])
+@pytest.mark.parametrize("markers", [(), (BEGIN, END), (TASKS_BEGIN, TASKS_END)])
 def test_render_without_markers_fails_with_one_line(markers: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="lacks the markers") as error:
         render("# some markers missing\n" + "\n".join(markers))
@@ -61,12 +109,18 @@ def test_suite_table_by_hand() -> None:
         result("count", "none", 0.949, 0.0),
         result("parity", "alibi", None, 0.5),
     ]
-    rows = [
-        [c.strip() for c in line.split("|")[1:-1]] for line in suite_table(results).splitlines()
+    table = suite_table(results).splitlines()
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == [
+        "task",
+        "lengths",
+        "none",
+        "rope",
+        "alibi",
+        "in-dist >= 95%",
     ]
-    assert rows[0] == ["task", "lengths", "none", "rope", "alibi", "in-dist >= 95%"]
-    assert rows[2] == ["`count`", "2..10", "94.9 / 0.0", "—", "95.0 / 31.2", "`alibi`"]
-    assert rows[3] == ["`parity`", "2..10", "—", "50.0 / 50.0", "— / 50.0", "none"]
+    body = rows("\n".join(table))
+    assert body[0] == ["`count`", "2..10", "94.9 / 0.0", "—", "95.0 / 31.2", "`alibi`"]
+    assert body[1] == ["`parity`", "2..10", "—", "50.0 / 50.0", "— / 50.0", "none"]
 
 
 def test_suite_settings_and_timing_by_hand() -> None:
@@ -79,70 +133,25 @@ def test_suite_settings_and_timing_by_hand() -> None:
     assert timing(sweep) == "50 runs in **1.5 min** with 1 worker(s) on M"
 
 
-def test_suite_results_are_copied_under_their_docs_names(tmp_path: Path) -> None:
-    sweep, docs = tmp_path / "suite", tmp_path / "docs"
-    sweep.mkdir(), docs.mkdir()
+def test_a_sweeps_files_are_copied_beside_their_page(tmp_path: Path) -> None:
+    sweep, results = tmp_path / "suite", tmp_path / "results"
+    sweep.mkdir()
     (sweep / "results.json").write_text("[1]")
     with pytest.raises(FileNotFoundError, match="lacks sweep.json; run python sweep.py first"):
-        readme.copy_results(sweep, docs, readme.SUITE_COPIED)
+        readme.copy_results(sweep, FAMILIES["suite"], results)
     (sweep / "sweep.json").write_text("{}")
-    readme.copy_results(sweep, docs, readme.SUITE_COPIED)
-    assert sorted(p.name for p in docs.iterdir()) == ["suite_results.json", "suite_sweep.json"]
-    assert (docs / "suite_results.json").read_text() == "[1]"
+    readme.copy_results(sweep, FAMILIES["suite"], results)
+    readme.copy_results(sweep, FAMILIES["suite-quick"], results)
+    names = sorted(p.name for p in (results / "suite").iterdir())
+    assert names == ["quick_sweep.json", "results.json", "sweep.json"]
+    assert (results / "suite" / "results.json").read_text() == "[1]"
 
 
 def test_check_flags_a_stale_readme(tmp_path: Path, monkeypatch, capsys) -> None:
     stale = tmp_path / "README.md"
-    stale.write_text(f"x\n{BEGIN}\nold\n{END}\n{SUITE_BEGIN}\nold\n{SUITE_END}\n")
+    stale.write_text(f"x\n{BEGIN}\nold\n{END}\n{TASKS_BEGIN}\nold\n{TASKS_END}\n")
     monkeypatch.setattr(readme, "README", stale)
     assert readme.main(["--check"]) == 1
-    assert "stale" in capsys.readouterr().err
+    assert "README.md is stale" in capsys.readouterr().err
     assert readme.main([]) == 0  # rewrites it
     assert readme.main(["--check"]) == 0
-
-
-def test_readme_version_2_table_is_the_committed_reports() -> None:
-    """The version-2 runs in the README are copied from docs/v2_report.md, row for row."""
-    text = README.read_text()
-    begin, end = "<!-- v2-runs:begin", "<!-- v2-runs:end -->"
-    table = text.split(begin)[1].split(end)[0].splitlines()[1:]
-    rows = [line for line in table if line.startswith("|")]
-    report = (README.parent / "docs" / "v2_report.md").read_text().splitlines()
-    assert len(rows) == 12  # header, rule, ten runs
-    start = report.index(rows[0])
-    assert report[start : start + len(rows)] == rows
-
-
-@pytest.mark.parametrize(
-    "name", ["bench_cpu", "bench_cuda", "bench_cuda_b1024", "bench_cuda_compiled"]
-)
-def test_readme_benchmark_tables_match_the_committed_json(name) -> None:
-    results = json.loads((README.parent / "docs" / f"{name}.json").read_text())
-    text = README.read_text()
-    stale = f"README.md's benchmark is stale: paste python -m lab.bench.report docs/{name}.json"
-    assert scheme_table(results) in text, stale
-    assert peer_table(results) in text, stale
-
-
-@pytest.mark.parametrize("name", ["block_sweep_cuda", "block_sweep_cpu_cope"])
-def test_readme_block_sweep_tables_match_the_committed_json(name) -> None:
-    result = json.loads((README.parent / "docs" / f"{name}.json").read_text())
-    text = README.read_text()
-    for length in (1024, 4096):
-        assert ratio_table(result, length) in text, f"README.md's {name} at {length} is stale"
-
-
-def test_every_task_has_a_readme_example_its_solver_answers() -> None:
-    """The README's task table shows every registered task with an example whose answer is the
-    one the task's solver (at its default options) gives."""
-    from data import available_tasks, build_task
-
-    examples = {}
-    for line in README.read_text().splitlines():
-        cells = [cell.strip() for cell in line.split("|")[1:-1]]
-        if len(cells) == 5 and cells[1].startswith("`<bos> "):
-            examples[cells[0].strip("`")] = cells[1].split("`")[1].split()
-    assert sorted(examples) == sorted(available_tasks())
-    for name, tokens in examples.items():
-        sep, eos = tokens.index("<sep>"), tokens.index("<eos>")
-        assert build_task(name).solve(tokens[1:sep]) == tokens[sep + 1 : eos], name

@@ -1,5 +1,5 @@
 """The sweep report's learning-speed and order-sensitivity figures, drawn from the committed
-results of the default ablation (docs/ablation_results.json: 30 runs)."""
+results of the default ablation (docs/results/ablation/results.json: 30 runs)."""
 
 import copy
 import json
@@ -10,7 +10,9 @@ from matplotlib.container import BarContainer
 
 from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure, save
 
-RESULTS = json.loads((Path(__file__).parents[1] / "docs" / "ablation_results.json").read_text())
+RESULTS = json.loads(
+    (Path(__file__).parents[1] / "docs" / "results" / "ablation" / "results.json").read_text()
+)
 
 
 def bars(ax) -> list[float]:

@@ -12,7 +12,7 @@ import pytest
 from lab.common.machine import describe, machine_info
 from lab.reporting.reproducibility import compare_sweeps, markdown
 
-PAGES = Path(__file__).parent.parent / "docs" / "reproducibility"
+PAGES = Path(__file__).parent.parent / "docs" / "results" / "reproducibility"
 
 
 @pytest.fixture(scope="module")

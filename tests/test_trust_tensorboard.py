@@ -22,7 +22,9 @@ from lab.evaluation.tensorboard import write_tensorboard
 from lab.reporting.sweep_tensorboard import SUFFIX, tensorboard_url, write_sweep_tensorboard
 from lab.training.run_logs import HEADLINE, write_hparams
 
-RESULTS = json.loads((Path(__file__).parents[1] / "docs" / "ablation_results.json").read_text())
+RESULTS = json.loads(
+    (Path(__file__).parents[1] / "docs" / "results" / "ablation" / "results.json").read_text()
+)
 SCHEMES = ("none", "rope", "alibi")
 STOPS = {0: 300, 1: 500, 2: 500}
 """Seed -> last validation step of the synthetic runs (seed 0 stops early)."""

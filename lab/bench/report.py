@@ -1,18 +1,62 @@
-"""The README's benchmark tables, made from ``bench.py``'s JSON.
+"""The benchmark pages ``docs/results/bench-cpu.md`` and ``bench-cuda.md``, made from the
+``bench.py`` and block-sweep JSON files committed beside them.
 
-``python -m lab.bench.report docs/bench_cpu.json`` prints them (likewise for the GPU runs,
-``docs/bench_cuda*.json``); ``tests/test_readme.py`` checks that the README holds exactly these
-tables for every committed JSON, so the figures cannot drift from the measurement.
+    python bench.py --publish out.json ...   # file each JSON by what it measured, rewrite the pages
+    python bench.py --publish                # rewrite the pages from the committed JSON
+    python bench.py --publish --check        # exit 1 when a page is stale
+
+A JSON is filed by its device (``cpu`` or not) and settings: ``bench.json`` (batch 64, eager),
+``bench_bN.json`` (another batch), ``bench_compiled.json`` (``--compile``), ``block_sweep.json``
+(``lab.bench.block_sweep``). ``tests/test_readme.py`` checks that each page holds exactly the
+tables of its JSON files, so a figure cannot drift from its measurement.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from lab.bench.benchmark import ours_vs_theirs
+from lab.bench.block_sweep import ratio_table
+from lab.common.files import atomic_write
 from lab.reporting.tables import format_table
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+USAGE = "usage: python bench.py --publish [--check] [BENCH_JSON ...]"
+PAGES = {
+    "bench-cpu": (
+        "Benchmark on a CPU",
+        "a 2-core VM, AMD Zen 4 (the JSON names the device `cpu` only); wall time not recorded",
+    ),
+    "bench-cuda": (
+        "Benchmark on a GPU",
+        "one NVIDIA H200, driver 580.159.04; wall time not recorded",
+    ),
+}
+COMMANDS = {  # committed file -> the command that made it
+    "bench-cpu/bench.json": "python bench.py --threads 2 --lengths 1024,4096 "
+    "--batch-tokens 8192 --repeats 12 --baselines --out bench.json",
+    "bench-cpu/block_sweep.json": "python -m lab.bench.block_sweep --threads 2 --schemes cope "
+    "--pairs 16,17,18,19 --lengths 1024,4096 --batch-tokens 8192 --repeats 7 "
+    "--out block_sweep.json",
+    "bench-cuda/bench.json": "python bench.py --device cuda --repeats 20 --lengths 1024,4096 "
+    "--batch-tokens 65536 --baselines --out bench.json",
+    "bench-cuda/bench_b1024.json": "python bench.py --device cuda --repeats 20 --lengths '' "
+    "--batch 1024 --baselines --out bench_b1024.json",
+    "bench-cuda/bench_compiled.json": "python bench.py --device cuda --repeats 20 --lengths 1024 "
+    "--batch-tokens 65536 --compile --schemes none,rope,alibi --baselines x-transformers "
+    "--out bench_compiled.json",
+    "bench-cuda/block_sweep.json": "python -m lab.bench.block_sweep --device cuda "
+    "--out block_sweep.json",
+}
+NOTES = {  # what a committed file does not record about itself
+    "bench-cuda/bench_compiled.json": "made by an earlier version, its models timed one after "
+    "another with NoPE first (not in interleaved rounds), so its ratios to NoPE may read up to "
+    "about 18% high",
+}
 
 
 def scheme_table(results: dict) -> str:
@@ -84,33 +128,154 @@ def peer_table(results: dict) -> str:
     return format_table(heads, rows)
 
 
-def main(argv: list[str]) -> int:
-    """Print both tables for the JSON file named in ``argv``."""
-    usage = "usage: python -m lab.bench.report BENCH_JSON"
-    if argv in (["-h"], ["--help"]):
-        print(f"{usage}\n\n{__doc__.strip()}")
-        return 0
-    if len(argv) != 1:
-        print(usage, file=sys.stderr)
-        return 2
-    try:
-        results = json.loads(Path(argv[0]).read_text())
-        tables = [scheme_table(results)]
-        if any(t["baseline"] for t in results["standard"]["train"]):
-            tables.append(peer_table(results))
-    except (OSError, ValueError) as error:
-        print(f"error: {argv[0]}: {error}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError, StopIteration, ZeroDivisionError, RecursionError) as error:
-        what = f"missing {error}" if isinstance(error, KeyError) else type(error).__name__
-        print(
-            f"error: {argv[0]} is not a bench.py JSON of this version ({what}); "
-            "re-run python bench.py",
-            file=sys.stderr,
+def is_block_sweep(results: dict) -> bool:
+    """Whether ``results`` is a block sweep's JSON (``lab.bench.block_sweep``)."""
+    return "results" in results
+
+
+def destination(results: dict) -> str:
+    """``'bench-cpu/bench.json'``: where a JSON is filed, by its device and settings."""
+    if is_block_sweep(results):
+        return f"bench-{'cpu' if results['device_name'] == 'cpu' else 'cuda'}/block_sweep.json"
+    standard = results["standard"]
+    page = f"bench-{'cpu' if standard['device'] == 'cpu' else 'cuda'}"
+    if standard["compile"]:
+        return f"{page}/bench_compiled.json"
+    return (
+        f"{page}/bench.json"
+        if standard["batch"] == 64
+        else f"{page}/bench_b{standard['batch']}.json"
+    )
+
+
+def bench_tables(results: dict) -> list[str]:
+    """The scheme table and, when peers were timed, the peer table of a ``bench.py`` JSON."""
+    tables = [scheme_table(results)]
+    if any(t["baseline"] for t in results["standard"]["train"]):
+        tables.append(peer_table(results))
+    return tables
+
+
+def setting(name: str, results: dict) -> str:
+    """What one JSON measured and on what: its command, device, threads, torch, precision,
+    batch, matmul peak and timing, as one paragraph."""
+    command = COMMANDS.get(name, "python bench.py (settings below)")
+    if is_block_sweep(results):
+        lengths = sorted({r["length"] for r in results["results"]})
+        what = (
+            f"evaluation over NoPE's with the blocked path's block size (`default`: the rule "
+            f"the device uses; 2^N: a fixed budget of 2^N query-key pairs a block), lengths "
+            f"{', '.join(map(str, lengths))}, {results['batch_tokens']:,} tokens a pass; "
+            f"{results['device_name']}, {results['threads']} thread(s), torch {results['torch']}, "
+            f"{results['repeats']} timed passes; {results['timing']}"
         )
+    else:
+        s, a = results["standard"], results["ablation"]
+        lengths = sorted({e["length"] for e in s["eval"]})
+        evaluated = (
+            f"evaluation at {', '.join(map(str, lengths))} tokens ({s.get('batch_tokens', 0):,} "
+            "tokens a pass)"
+            if lengths
+            else "training only"
+        )
+        peers = ", ".join(f"{k} {v}" for k, v in results.get("peer_versions", {}).items())
+        what = (
+            f"training at batch {s['batch']} x {s['seq_len']}, "
+            f"{'compiled' if s['compile'] else 'eager'}, precision {s['precision']}; {evaluated}; "
+            f"{s['device_name']}, {s['threads']} thread(s), torch {s['torch']}, Python "
+            f"{s['python']}; matmul peak {s['matmul_peak_gflops']:,.0f} GFLOP/s at the start of "
+            f"the standard phase, {a['matmul_peak_gflops']:,.0f} at the ablation size's"
+            + (f"; {s['repeats']} timed rounds; {s['timing']}" if "timing" in s else "")
+            + (f"; peers {peers}" if peers else "")
+        )
+    note = f" ({NOTES[name]})" if name in NOTES else ""
+    return f"`{command}` ([{name.split('/')[1]}]({name})): {what}{note}."
+
+
+def page(name: str, results_dir: Path) -> str:
+    """The page ``docs/results/NAME.md`` from every JSON in ``docs/results/NAME/``."""
+    title, machine = PAGES[name]
+    lines = [f"# {title}", "", "<!-- generated by `python bench.py --publish`; do not edit -->", ""]
+    lines += [f"Machine: {machine}.", ""]
+    for path in sorted(
+        (results_dir / name).glob("*.json"), key=lambda p: (p.stem != "bench", p.name)
+    ):
+        results = json.loads(path.read_text())
+        lines += [f"## {path.name}", "", setting(f"{name}/{path.name}", results), ""]
+        if is_block_sweep(results):
+            lengths = sorted({r["length"] for r in results["results"]})
+            tables = [ratio_table(results, n) for n in lengths]
+        else:
+            tables = bench_tables(results)
+        for table in tables:
+            lines += [table, ""]
+    return "\n".join(lines)
+
+
+def publish(path: str) -> Path:
+    """File one ``bench.py`` or block-sweep JSON under :data:`RESULTS` by what it measured
+    (:func:`destination`), after checking that its tables can be made; returns where it went.
+
+    Raises:
+        OSError, ValueError: the file cannot be read or is not JSON.
+        KeyError, TypeError, StopIteration, ZeroDivisionError: not a JSON of this version.
+    """
+    results = json.loads(Path(path).read_text())
+    if is_block_sweep(results):
+        for length in sorted({r["length"] for r in results["results"]}):
+            ratio_table(results, length)
+    else:
+        bench_tables(results)
+    target = RESULTS / destination(results)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
+    return target
+
+
+def stale_pages() -> dict[Path, str]:
+    """The pages under :data:`RESULTS` whose text differs from what their JSON makes -> the
+    text they should have."""
+    stale = {}
+    for name in PAGES:
+        path, text = RESULTS / f"{name}.md", page(name, RESULTS)
+        if not path.is_file() or path.read_text() != text:
+            stale[path] = text
+    return stale
+
+
+def main(argv: list[str]) -> int:
+    """``--publish [--check] [JSON ...]``: file the JSON files (:func:`publish`), then rewrite
+    the pages, or with ``--check`` exit 1 when one is stale. Exit 2 on a bad file (one line)."""
+    if "-h" in argv or "--help" in argv:
+        print(f"{USAGE}\n\n{__doc__.strip()}")
+        return 0
+    check, paths = "--check" in argv, [a for a in argv if a != "--check"]
+    if check and paths:
+        print(f"{USAGE} (--check takes no files)", file=sys.stderr)
         return 2
-    print("\n\n".join(tables))
-    return 0
+    for path in paths:
+        try:
+            publish(path)
+        except (OSError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (KeyError, TypeError, StopIteration, ZeroDivisionError, RecursionError) as error:
+            what = f"missing {error}" if isinstance(error, KeyError) else type(error).__name__
+            print(
+                f"error: {path} is not a bench.py JSON of this version ({what}); "
+                "re-run python bench.py",
+                file=sys.stderr,
+            )
+            return 2
+    stale = stale_pages()
+    for path, text in stale.items():
+        if check:
+            print(
+                f"{path.relative_to(ROOT)} is stale: run python bench.py --publish", file=sys.stderr
+            )
+        else:
+            atomic_write(path, text)
+    return 1 if check and stale else 0
 
 
 if __name__ == "__main__":

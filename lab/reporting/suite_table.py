@@ -1,8 +1,9 @@
-"""The task suite's README table: per task and scheme, exact-match in distribution and at 2x.
+"""The task suite's table (``docs/results/suite.md``): per task and scheme, exact-match in
+distribution and at 2x.
 
-Computed from a suite sweep's ``results.json`` (``docs/suite_results.json``) and its
-``sweep.json`` timings (``docs/suite_sweep.json``, and ``docs/suite_quick_sweep.json`` for
-``configs/suite_quick.yaml``); :mod:`lab.reporting.readme` writes it into the README.
+Computed from a suite sweep's ``results.json`` (``docs/results/suite/results.json``) and its
+``sweep.json`` timings (``sweep.json``, and ``quick_sweep.json`` for
+``configs/suite_quick.yaml``); :mod:`lab.reporting.pages` writes it into its page.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def settings(results: list[Result]) -> str:
 
 
 def suite_section(results: list[Result], sweep: dict[str, Any], quick: dict[str, Any]) -> str:
-    """The generated README section on the task suite (without its markers)."""
+    """The body of the task suite's page: its settings and timing, then the table."""
     steps = sorted(r["train_steps"] for r in results if r["train_steps"] is not None)
     return "\n".join(
         [
