@@ -19,7 +19,7 @@ from lab.common.config import (
 )
 from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
-from model.position.options import options_dict
+from registry import options_dict
 
 SCHEMES = available_schemes()
 V = 16

@@ -26,7 +26,7 @@ from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from model import ModelConfig
 from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
 from model.position import build_position
-from model.position.options import options_dict
+from registry import options_dict
 
 MAX_TOKENS = 4096
 """Longest model input, in tokens, that a run may train on or evaluate (the periodic 4x
