@@ -2,10 +2,11 @@
 cuda]``.
 
 Sequences longer than 256 tokens whose mask would be a ``(T, T)`` tensor are attended in blocks
-of queries (:mod:`model.mask`); how many queries a block holds is a rule per device
-(:func:`model.transformer.block_rows`). This sweep times evaluation of each scheme with that
+of queries (:mod:`model.blocked_attention`); how many queries a block holds is a rule per device
+(:func:`model.blocked_attention.block_rows`). This sweep times evaluation of each scheme with that
 rule (``default``) and with fixed budgets of (query, key) pairs per block for every mask
-(``Transformer.block_pairs``), NoPE (no mask, no blocks) as the reference, all models of a
+(:func:`model.blocked_attention.fixed_block_pairs`), NoPE (no mask, no blocks) as the reference,
+all models of a
 length interleaved in the same rounds (:func:`lab.bench.benchmark.eval_rows`), at the benchmark's
 standard size. Prints a table and writes JSON.
 """
@@ -32,10 +33,29 @@ from lab.common.files import atomic_write, output_file
 from lab.common.runtime import configure_threads, resolve_device
 from lab.reporting.tables import format_table
 from model import ModelConfig
-from model.mask import BLOCK_ROWS
+from model.blocked_attention import BLOCK_ROWS, fixed_block_pairs
+from model.position import available_schemes, scheme_class
 
-BIASED = ["alibi", "t5", "kerple", "fire", "cope"]
-"""Schemes with a mask at default positions in a causal model, so with blocks past 256 tokens."""
+
+def biased_schemes() -> list[str]:
+    """Registered schemes with a mask at default positions in a causal model (a shared bias or
+    a per-layer bias built per window), so with blocks past 256 tokens, in registry order."""
+    classes = {name: scheme_class(name) for name in available_schemes()}
+    return [n for n, c in classes.items() if c.shared_bias or c.windowed_layer_bias]
+
+
+class BlockBudget(torch.nn.Module):
+    """``model`` whose forward passes attend in blocks of ``pairs`` (query, key) pairs (None:
+    the device's rule), set around each pass (:func:`fixed_block_pairs`), so that models with
+    other budgets can be timed in the same rounds."""
+
+    def __init__(self, model: torch.nn.Module, pairs: int | None) -> None:
+        super().__init__()
+        self.model, self.pairs = model, pairs
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        with fixed_block_pairs(self.pairs):
+            return self.model(idx)
 
 
 def with_block_pairs(
@@ -45,9 +65,7 @@ def with_block_pairs(
     device's rule)."""
 
     def built(max_length: int) -> torch.nn.Module:
-        model = build(max_length)
-        model.block_pairs = pairs
-        return model
+        return BlockBudget(build(max_length), pairs)
 
     return built
 
@@ -139,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")
-    parser.add_argument("--schemes", default=",".join(BIASED), help="comma-separated schemes")
+    parser.add_argument(
+        "--schemes", default=",".join(biased_schemes()), help="comma-separated schemes"
+    )
     parser.add_argument(
         "--pairs", default="19,20,21,22,23,24", help="budgets to time, as powers of two"
     )
