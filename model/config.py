@@ -35,7 +35,8 @@ AdamW training holds 16 bytes per parameter in float32 (weights, gradients, two 
 
 @dataclass
 class ModelConfig:
-    """Hyperparameters of :class:`model.Transformer`.
+    """Hyperparameters of :class:`model.Transformer`; the defaults are the default ablation's
+    model (``python train.py`` and every run config start from them).
 
     Attributes:
         vocab_size: number of token ids.
@@ -60,10 +61,10 @@ class ModelConfig:
     """
 
     vocab_size: int = 64
-    d_model: int = 128
-    n_layers: int = 4
+    d_model: int = 64
+    n_layers: int = 3
     n_heads: int = 4
-    d_ff: int = 512
+    d_ff: int = 256
     dropout: float = 0.0
     position: str = "rope"
     options: dict[str, dict[str, Any]] = field(default_factory=dict)

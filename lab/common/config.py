@@ -326,9 +326,7 @@ class Config:
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
     """
 
-    model: ModelConfig = field(
-        default_factory=lambda: ModelConfig(d_model=64, n_layers=3, n_heads=4, d_ff=256)
-    )
+    model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
