@@ -151,7 +151,8 @@ def ratio_table(result: dict, length: int) -> str:
     return format_table([f"vs NoPE at {length}", *labels], body)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of the sweep (argparse exits 2 on a malformed one)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -167,38 +168,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=65536, help="tokens per pass")
     parser.add_argument("--repeats", type=int, default=9, help="timed passes per model")
     parser.add_argument("--out", default="block_sweep.json", help="where to write the JSON")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def checked_lists(args: argparse.Namespace) -> tuple[list[str], list[int], list[int]]:
+    """``(schemes, powers of two, lengths)`` of the command line, each checked.
+
+    Raises:
+        ValueError: one line naming the flag, its value and what is allowed.
+    """
+    schemes = list(dict.fromkeys(n.strip() for n in args.schemes.split(",") if n.strip()))
+    check_schemes(schemes, "--schemes")
+    if not schemes or "none" in schemes:
+        raise ValueError(
+            f"--schemes={args.schemes!r} must name schemes other than none, the reference "
+            "every sweep times"
+        )
+    try:
+        powers = list(dict.fromkeys(int(n) for n in args.pairs.split(",") if n.strip()))
+        lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
+    except ValueError:
+        raise ValueError(
+            f"--pairs={args.pairs!r} and --lengths={args.lengths!r} must be "
+            "comma-separated lists of integers"
+        ) from None
+    if any(not 0 <= n <= 40 for n in powers):
+        raise ValueError(f"--pairs={args.pairs!r}: each power of two must lie in [0, 40]")
+    counts = {"--lengths": lengths, "--batch-tokens": [args.batch_tokens]}
+    counts["--repeats"] = [args.repeats]
+    for flag, values in counts.items():
+        if not values or min(values) < 1:
+            raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
+    check_counts(counts)  # the maxima bench.py has
+    if min(lengths) <= BLOCK_ROWS:
+        raise ValueError(
+            f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "
+            "sequences are attended at once, without blocks"
+        )
+    return schemes, powers, lengths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep from the command line ``argv``: prints its tables and writes its JSON.
+
+    Returns:
+        0; 2 for a bad argument (one line on stderr, before anything is timed); 130 when
+        interrupted (nothing written).
+    """
+    args = parse_arguments(argv)
     try:
         device = resolve_device(args.device)
         configure_threads(args.threads)
-        schemes = list(dict.fromkeys(n.strip() for n in args.schemes.split(",") if n.strip()))
-        check_schemes(schemes, "--schemes")
-        if not schemes or "none" in schemes:
-            raise ValueError(
-                f"--schemes={args.schemes!r} must name schemes other than none, the reference "
-                "every sweep times"
-            )
-        try:
-            powers = list(dict.fromkeys(int(n) for n in args.pairs.split(",") if n.strip()))
-            lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
-        except ValueError:
-            raise ValueError(
-                f"--pairs={args.pairs!r} and --lengths={args.lengths!r} must be "
-                "comma-separated lists of integers"
-            ) from None
-        if any(not 0 <= n <= 40 for n in powers):
-            raise ValueError(f"--pairs={args.pairs!r}: each power of two must lie in [0, 40]")
-        counts = {"--lengths": lengths, "--batch-tokens": [args.batch_tokens]}
-        counts["--repeats"] = [args.repeats]
-        for flag, values in counts.items():
-            if not values or min(values) < 1:
-                raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
-        check_counts(counts)  # the maxima bench.py has
-        if min(lengths) <= BLOCK_ROWS:
-            raise ValueError(
-                f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "
-                "sequences are attended at once, without blocks"
-            )
+        schemes, powers, lengths = checked_lists(args)
         out = output_file(args.out)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
