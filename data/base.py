@@ -18,7 +18,7 @@ Shape notation: ``B`` batch, ``S`` tokens per sequence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-BOS, SEP, EOS, PAD = "<bos>", "<sep>", "<eos>", "<pad>"
+from registry import Registry
 
-_TASKS: dict[str, type[Task]] = {}
+BOS, SEP, EOS, PAD = "<bos>", "<sep>", "<eos>", "<pad>"
 
 
 @dataclass
@@ -176,32 +176,16 @@ class Task:
         return " ".join(self.vocab[i] for i in ids)
 
 
-def register(name: str) -> Callable[[type[Task]], type[Task]]:
-    """Class decorator that makes a task selectable as ``data.task = name``."""
+TASKS: Registry[type[Task]] = Registry("task", "data.task")
+"""The registered tasks, in registration order."""
 
-    def add(cls: type[Task]) -> type[Task]:
-        if name in _TASKS:
-            raise ValueError(f"task {name!r} is registered twice")
-        cls.name = name
-        _TASKS[name] = cls
-        return cls
+register = TASKS.register
+"""Class decorator that makes a task selectable as ``data.task = name``."""
 
-    return add
+task_class = TASKS.lookup
+"""The class registered as ``name``; an unknown name is a ValueError listing the tasks."""
 
 
 def available_tasks() -> tuple[str, ...]:
     """Names of the registered tasks, sorted."""
-    return tuple(sorted(_TASKS))
-
-
-def task_class(name: str) -> type[Task]:
-    """The class registered as ``name``.
-
-    Raises:
-        ValueError: unknown name; the message lists the registered tasks.
-    """
-    if name not in _TASKS:
-        raise ValueError(
-            f"data.task={name!r} is not a known task; choose one of {', '.join(_TASKS)}"
-        )
-    return _TASKS[name]
+    return tuple(sorted(TASKS.names()))

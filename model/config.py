@@ -3,6 +3,9 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from model.position import scheme_class
+from registry import build_options, options_dict
+
 RENAMED_KEYS = {
     "max_positions": "options.learned.max_positions",
     "rope_theta": "options.rope.theta",
@@ -32,7 +35,8 @@ AdamW training holds 16 bytes per parameter in float32 (weights, gradients, two 
 
 @dataclass
 class ModelConfig:
-    """Hyperparameters of :class:`model.Transformer`.
+    """Hyperparameters of :class:`model.Transformer`; the defaults are the default ablation's
+    model (``python train.py`` and every run config start from them).
 
     Attributes:
         vocab_size: number of token ids.
@@ -57,10 +61,10 @@ class ModelConfig:
     """
 
     vocab_size: int = 64
-    d_model: int = 128
-    n_layers: int = 4
+    d_model: int = 64
+    n_layers: int = 3
     n_heads: int = 4
-    d_ff: int = 512
+    d_ff: int = 256
     dropout: float = 0.0
     position: str = "rope"
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -69,9 +73,6 @@ class ModelConfig:
     tie_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        from model.position import scheme_class
-        from model.position.options import build_options, options_dict
-
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
         highest |= {"n_heads": MAX_WIDTH, "d_ff": MAX_WIDTH}
         for name, high in highest.items():
@@ -119,8 +120,6 @@ class ModelConfig:
         Raises:
             ValueError: an option the scheme does not mark evaluable, or a bad value (one line).
         """
-        from model.position import scheme_class
-
         evaluable = scheme_class(self.position).evaluable
         for key in overrides:
             if key not in evaluable:
@@ -136,8 +135,6 @@ class ModelConfig:
         """This config with the active scheme's options that default to the training context
         filled in (:meth:`model.position.base.PositionScheme.with_training_context`), given the
         longest training sequence in ``tokens``; itself when nothing changes."""
-        from model.position import scheme_class
-
         section = self.options[self.position]
         filled = scheme_class(self.position).with_training_context(section, tokens)
         if filled == section:

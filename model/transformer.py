@@ -6,17 +6,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from model import blocked_attention
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
-from model.mask import (
-    BLOCK_PAIRS,
-    BLOCK_ROWS,
-    CUDA_BLOCK_PAIRS,
-    MaskCache,
-    attention_mask,
-    query_blocks,
-    toeplitz_mask,
-)
+from model.mask import MaskCache, attention_mask
 from model.position import build_position
 from model.position.base import check_positions
 
@@ -67,10 +60,6 @@ class Transformer(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position = build_position(config)
         self._masks = MaskCache()
-        self.block_pairs: int | None = None
-        """(query, key) pairs per block of the blocked path for every mask, overriding the
-        device's rule (:func:`block_rows`) when set: for timing block sizes
-        (``python -m lab.bench.block_sweep``)."""
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
@@ -146,36 +135,16 @@ class Transformer(nn.Module):
         device: torch.device,
         dtype: torch.dtype,
     ) -> AttentionContext:
-        """The attention context of one forward pass, and with it the path (see
-        :mod:`model.mask`): a sequence longer than ``BLOCK_ROWS`` whose mask would be a tensor
-        (a shared bias, a per-layer bias built per window, or a prefix LM) is attended block by
-        block, with a Toeplitz view for a relative shared bias at default positions; any other
-        one at once, with its whole mask."""
+        """The attention context of one forward pass, and with it the path: a long sequence
+        with a mask is attended block by block (:func:`model.blocked_attention.plan`), any
+        other one at once, with its whole mask (None: SDPA's causal path or no mask)."""
         scheme, causal = self.position, self.config.causal
-        common = dict(
-            position=scheme,
-            state=scheme.prepare(positions, t),
-            causal=causal,
-            prefix_len=prefix,
-            dtype=dtype,
-            positions=positions,
-        )
-        empty = slice(0, 0)  # asks whether the scheme has a shared bias, at no cost
-        shared = scheme.score_bias(positions, t, empty, empty) is not None
-        masked = shared or prefix is not None or scheme.windowed_layer_bias
-        if t <= BLOCK_ROWS or not masked:
-            mask = self._mask(positions, t, prefix, device, dtype)
-            return AttentionContext(attn_mask=mask, is_causal=causal and mask is None, **common)
-        toeplitz = shared and scheme.relative and positions is None and prefix is None
-        layer_rows = b if scheme.windowed_layer_bias else 0
-        rows = block_rows(t, device, toeplitz, layer_rows, self.block_pairs)
-        blocks = query_blocks(t, causal, prefix, rows)
-        if toeplitz:
-            mask = toeplitz_mask(scheme, t, causal, dtype)
-            return AttentionContext(
-                attn_mask=mask, is_causal=False, blocks=blocks, keys_reversed=True, **common
-            )
-        return AttentionContext(attn_mask=None, is_causal=False, blocks=blocks, **common)
+        state = scheme.prepare(positions, t)
+        path = blocked_attention.plan(scheme, positions, b, t, causal, prefix, device, dtype)
+        if path is not None:
+            return AttentionContext(scheme, state, None, False, causal, prefix, dtype, path)
+        mask = self._mask(positions, t, prefix, device, dtype)
+        return AttentionContext(scheme, state, mask, causal and mask is None, causal, prefix, dtype)
 
     def _mask(
         self,
@@ -209,11 +178,13 @@ class Transformer(nn.Module):
     def reserve(self, n_positions: int) -> None:
         """Grow the position scheme's cached tables, and a fixed bias's cached mask (for this
         model's dtype and device; only up to the longest length without blocks, as longer ones
-        build masks block by block), to ``n_positions`` outside any forward pass: call it before
-        ``torch.compile`` so the compiled graph never rebuilds a table."""
+        build masks block by block), to ``n_positions`` outside any forward pass. Optional: a
+        fresh model compiles without it (a graph builds what a cache lacks, see
+        :func:`model.position.base.cached_rows`); after it a compiled graph reads the cached
+        tables instead and new lengths within them do not recompile."""
         self.position.reserve(n_positions)
         weight = self.token_embedding.weight
-        unblocked = min(n_positions, BLOCK_ROWS)
+        unblocked = min(n_positions, blocked_attention.BLOCK_ROWS)
         self._mask(None, unblocked, None, weight.device, weight.dtype)
 
     def check_inputs(self, idx: Tensor, positions: Tensor | None = None) -> None:
@@ -241,40 +212,6 @@ class Transformer(nn.Module):
                 f"encodes {limit} positions; train with a larger "
                 f"model.options.{self.config.position}.max_positions"
             )
-
-
-def block_rows(
-    seq_len: int,
-    device: torch.device,
-    toeplitz: bool,
-    layer_rows: int = 0,
-    pairs: int | None = None,
-) -> int:
-    """Queries per block of the blocked path (see :mod:`model.mask`) at ``seq_len`` tokens.
-
-    ``BLOCK_ROWS`` for a Toeplitz view (a window of ``O(T)`` memory). A mask built per window
-    holds at most ``BLOCK_PAIRS`` entries per head: (query, key) pairs, or, on the CPU, (batch
-    row, query, key) triples for a per-layer bias built per window (CoPE: one bias per batch
-    row; ``layer_rows`` is then the batch size, else 0; the largest power of two that fits). On
-    a CUDA device a mask shared by the batch holds up to ``CUDA_BLOCK_PAIRS`` pairs instead (the
-    whole sequence up to 2048 tokens). Every rule but that gives at most ``BLOCK_ROWS`` rows,
-    and all at least one.
-    ``pairs``, when given, is the budget of every block instead (``Transformer.block_pairs``).
-    """
-    if pairs is not None:
-        return max(1, min(seq_len, pairs // seq_len))
-    if toeplitz:
-        return BLOCK_ROWS
-    if device.type == "cuda" and not layer_rows:
-        return max(1, min(seq_len, CUDA_BLOCK_PAIRS // seq_len))
-    if layer_rows and device.type == "cpu":
-        # halved from BLOCK_ROWS: a power of two, so that torch.compile guards on these tests
-        # and one graph serves every batch size of a power-of-two bucket
-        rows = BLOCK_ROWS
-        while rows > 1 and rows * layer_rows * seq_len > BLOCK_PAIRS:
-            rows //= 2
-        return rows
-    return max(1, min(BLOCK_ROWS, BLOCK_PAIRS // seq_len))
 
 
 def attention_dtype(x: Tensor) -> torch.dtype:

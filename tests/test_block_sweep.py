@@ -1,5 +1,6 @@
-"""The block-size sweep: ``Transformer.block_pairs`` sets every blocked mask's rows, and
-``python -m lab.bench.block_sweep`` times each budget against NoPE and writes what it measured."""
+"""The block-size sweep: ``model.blocked_attention.block_pairs`` sets every blocked mask's rows,
+and ``python -m lab.bench.block_sweep`` times each budget against NoPE and writes what it
+measured."""
 
 import json
 
@@ -7,7 +8,9 @@ import pytest
 import torch
 
 from lab.bench import block_sweep
+from model import blocked_attention
 from model.attention import SelfAttention
+from model.blocked_attention import fixed_block_pairs
 
 T = 300  # > BLOCK_ROWS: masked schemes take the blocked path
 
@@ -26,9 +29,9 @@ def test_block_pairs_sets_the_rows_of_every_blocked_mask(scheme, make_model, mon
         return attend(self, q, *args)
 
     monkeypatch.setattr(SelfAttention, "attend", counted)
-    model.block_pairs = T * 100
-    with torch.no_grad():
+    with torch.no_grad(), fixed_block_pairs(T * 100):
         got = model(idx)
+    assert blocked_attention.block_pairs is None  # the device's rule again after the context
     assert calls == [100, 100, 100] * model.config.n_layers
     torch.testing.assert_close(got, default, rtol=0, atol=1e-5)
 

@@ -1,4 +1,5 @@
-"""The blocked path (long sequences with a mask, :mod:`model.mask`) equals attending at once.
+"""The blocked path (long sequences with a mask, :mod:`model.blocked_attention`) equals
+attending at once.
 
 Block sizes are patched small so that a 37-token sequence takes several blocks of uneven
 length; every registered scheme runs causal, bidirectional and as a prefix LM, at default
@@ -12,16 +13,16 @@ import pytest
 import torch
 
 from model.attention import SelfAttention
-from model.mask import (
+from model.blocked_attention import (
     BLOCK_PAIRS,
     BLOCK_ROWS,
     CUDA_BLOCK_PAIRS,
-    blocked,
+    block_rows,
     query_blocks,
     toeplitz_mask,
 )
+from model.mask import blocked
 from model.position import available_schemes, scheme_class
-from model.transformer import block_rows
 
 # blocks of 5 queries (Toeplitz view), 80 // 37 = 2 (per window) or 80 // (2 * 37) = 1 (CoPE's
 # per-layer windows of a batch of 2)
@@ -62,8 +63,8 @@ def test_blocked_path_equals_attending_at_once(
         return attend(self, q, *args)
 
     attend = SelfAttention.attend
-    monkeypatch.setattr("model.transformer.BLOCK_ROWS", ROWS)
-    monkeypatch.setattr("model.transformer.BLOCK_PAIRS", PAIRS)
+    monkeypatch.setattr("model.blocked_attention.BLOCK_ROWS", ROWS)
+    monkeypatch.setattr("model.blocked_attention.BLOCK_PAIRS", PAIRS)
     monkeypatch.setattr(SelfAttention, "attend", counted)
     got, grads = logits_and_grads(model, idx, positions, prefix)
 

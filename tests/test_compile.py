@@ -1,7 +1,10 @@
-"""torch.compile path: lengths are dynamic, so a new length within the cached tables does not
-recompile after a short warm-up (growing a cache does, O(log n) times, since tables double),
-and compiled logits equal eager ones. Uses dynamo's ``eager`` backend: the guards
-that decide recompilation are the same as with inductor, without minutes of code generation."""
+"""torch.compile path: a freshly built model of every scheme compiles to one graph (no
+``reserve`` first) with the logits and gradients of eager mode; lengths are dynamic, so a new
+length within the cached tables does not recompile after a short warm-up (a cache grows only
+in eager mode, O(log n) times since tables double, and the graph then recompiles), and compiled
+logits equal eager ones. Uses dynamo's
+``eager`` and ``aot_eager`` backends: the graphs and guards are inductor's, without minutes of
+code generation."""
 
 import pytest
 import torch
@@ -17,11 +20,33 @@ def test_new_lengths_do_not_recompile(scheme, make_model):
     model = make_model(scheme)
     compiled = torch.compile(model, dynamic=True, backend="eager")
     with torch.no_grad():
-        # warm-up: the caches grow from empty (one recompile), and a first length equal to the
-        # cache size gets specialised ("duck sizing"), which a second length undoes
+        model(torch.randint(0, 16, (2, 40)))  # caches grow in eager mode only, here to 40 rows
+        # warm-up: a first length equal to the cache size gets specialised ("duck sizing"),
+        # which a second length undoes
         for length in (40, 40, 23):
             compiled(torch.randint(0, 16, (2, length)))
         with torch._dynamo.config.patch(error_on_recompile=True):
             for length in (7, 19, 33):
                 idx = torch.randint(0, 16, (2, length))
                 torch.testing.assert_close(compiled(idx), model(idx), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_a_fresh_model_compiles_to_one_graph(scheme, make_model):
+    """No ``reserve``: a cache that is empty or short is built inside the graph (never grown
+    there), so ``fullgraph=True`` holds; forward and backward equal eager mode."""
+    torch._dynamo.reset()
+    model = make_model(scheme, strong=True).train()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    idx = torch.randint(0, 16, (2, 12), generator=torch.Generator().manual_seed(0))
+    runs = []
+    for forward in (compiled, model):
+        model.zero_grad(set_to_none=True)
+        logits = forward(idx)
+        logits.square().mean().backward()
+        runs.append((logits.detach(), [p.grad for p in model.parameters()]))
+    (got, got_grads), (expected, grads) = runs
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    for got_grad, grad in zip(got_grads, grads, strict=True):
+        torch.testing.assert_close(got_grad, grad, rtol=1e-4, atol=1e-6)

@@ -17,7 +17,7 @@ CUDA = torch.device("cuda")
 @pytest.mark.parametrize("length", [40, 300])  # 300 > 256: bias schemes attend in query blocks
 def test_cuda_logits_equal_cpu_logits(scheme, length, make_model, monkeypatch):
     # CUDA's blocks hold 128 queries here (CoPE's 256), the CPU's 256: other windows, same logits
-    monkeypatch.setattr("model.transformer.CUDA_BLOCK_PAIRS", 128 * length)
+    monkeypatch.setattr("model.blocked_attention.CUDA_BLOCK_PAIRS", 128 * length)
     model = make_model(scheme, strong=True, max_positions=length)
     idx = torch.randint(0, 16, (2, length), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -244,7 +244,7 @@ def test_fire_model_equals_fire_with_the_plain_mlp(make_model, monkeypatch):
     idx = torch.randint(0, 16, (2, 37), generator=torch.Generator().manual_seed(0))
     positions = torch.arange(37) + 600
     weights = torch.randn(2, 37, 16, generator=torch.Generator().manual_seed(1))
-    monkeypatch.setattr("model.transformer.BLOCK_ROWS", 5)
+    monkeypatch.setattr("model.blocked_attention.BLOCK_ROWS", 5)
 
     def logits_and_grads() -> list[torch.Tensor]:
         model.zero_grad()

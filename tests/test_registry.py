@@ -19,7 +19,7 @@ from lab.common.config import (
 )
 from model import ModelConfig, Transformer
 from model.position import available_schemes, scheme_class
-from model.position.options import options_dict
+from registry import options_dict
 
 SCHEMES = available_schemes()
 V = 16
@@ -59,10 +59,29 @@ def test_v1_schemes_give_the_logits_recorded_before_the_interface_changed():
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_properties_match_the_module(scheme, make_model):
-    model = make_model(scheme)
-    own = [name for name, _ in model.position.named_parameters()]
-    assert scheme_class(scheme).learnable == bool(own), own
+@pytest.mark.parametrize("randomized", [0, 64])
+def test_path_attributes_say_what_the_hooks_return(scheme, randomized, make_model):
+    """``shared_bias``, ``fixed_bias`` and ``windowed_layer_bias`` choose the attention path
+    without calling a hook: they must say what the hooks return, at default and explicit
+    positions, causal and (where supported) bidirectional, with T5's ``per_layer`` (an option
+    that decides it), and around randomized positions."""
+    t = 9
+    variants = [{"causal": True}]
+    if scheme_class(scheme).bidirectional:
+        variants.append({"causal": False})
+    if scheme == "t5":
+        variants.append({"options": {"t5": {"per_layer": True}}})
+    for overrides in variants:
+        position = make_model(scheme, randomized_positions=randomized, **overrides).position
+        q, k = torch.randn(2, 2, 4, t, 8).unbind(0)  # (B, H, T, Dh) each
+        for positions in (None, torch.arange(t) + 2, torch.arange(2 * t).view(2, t)):
+            with torch.no_grad():
+                bias = position.score_bias(positions, t)
+                scores = position.layer(0, q, k, position.prepare(positions, t))
+            assert position.shared_bias == (bias is not None), (overrides, positions)
+            assert position.windowed_layer_bias == (scores.window is not None), overrides
+        if position.fixed_bias:  # a fixed function of T: a shared bias without parameters
+            assert position.shared_bias and not list(position.parameters())
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

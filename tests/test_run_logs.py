@@ -122,7 +122,9 @@ def test_validation_loss_skips_pads_as_the_training_loss_does() -> None:
     task = build_task("selective_copy")
     batch = task.sample(np.random.default_rng(0), 8, 16)
     assert not batch.answer_mask.all()  # some rows are padded
-    model = Transformer(ModelConfig(vocab_size=task.vocab_size, d_model=32, n_heads=4, d_ff=64))
+    model = Transformer(
+        ModelConfig(vocab_size=task.vocab_size, d_model=32, n_layers=4, n_heads=4, d_ff=64)
+    )
     model.eval()
     with torch.no_grad():
         logits = model(batch.inputs)[:, batch.answer_slice]  # (B, A, V)

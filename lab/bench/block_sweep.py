@@ -2,10 +2,11 @@
 cuda]``.
 
 Sequences longer than 256 tokens whose mask would be a ``(T, T)`` tensor are attended in blocks
-of queries (:mod:`model.mask`); how many queries a block holds is a rule per device
-(:func:`model.transformer.block_rows`). This sweep times evaluation of each scheme with that
+of queries (:mod:`model.blocked_attention`); how many queries a block holds is a rule per device
+(:func:`model.blocked_attention.block_rows`). This sweep times evaluation of each scheme with that
 rule (``default``) and with fixed budgets of (query, key) pairs per block for every mask
-(``Transformer.block_pairs``), NoPE (no mask, no blocks) as the reference, all models of a
+(:func:`model.blocked_attention.fixed_block_pairs`), NoPE (no mask, no blocks) as the reference,
+all models of a
 length interleaved in the same rounds (:func:`lab.bench.benchmark.eval_rows`), at the benchmark's
 standard size. Prints a table and writes JSON.
 """
@@ -32,10 +33,29 @@ from lab.common.files import atomic_write, output_file
 from lab.common.runtime import configure_threads, resolve_device
 from lab.reporting.tables import format_table
 from model import ModelConfig
-from model.mask import BLOCK_ROWS
+from model.blocked_attention import BLOCK_ROWS, fixed_block_pairs
+from model.position import available_schemes, scheme_class
 
-BIASED = ["alibi", "t5", "kerple", "fire", "cope"]
-"""Schemes with a mask at default positions in a causal model, so with blocks past 256 tokens."""
+
+def biased_schemes() -> list[str]:
+    """Registered schemes with a mask at default positions in a causal model (a shared bias or
+    a per-layer bias built per window), so with blocks past 256 tokens, in registry order."""
+    classes = {name: scheme_class(name) for name in available_schemes()}
+    return [n for n, c in classes.items() if c.shared_bias or c.windowed_layer_bias]
+
+
+class BlockBudget(torch.nn.Module):
+    """``model`` whose forward passes attend in blocks of ``pairs`` (query, key) pairs (None:
+    the device's rule), set around each pass (:func:`fixed_block_pairs`), so that models with
+    other budgets can be timed in the same rounds."""
+
+    def __init__(self, model: torch.nn.Module, pairs: int | None) -> None:
+        super().__init__()
+        self.model, self.pairs = model, pairs
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        with fixed_block_pairs(self.pairs):
+            return self.model(idx)
 
 
 def with_block_pairs(
@@ -45,9 +65,7 @@ def with_block_pairs(
     device's rule)."""
 
     def built(max_length: int) -> torch.nn.Module:
-        model = build(max_length)
-        model.block_pairs = pairs
-        return model
+        return BlockBudget(build(max_length), pairs)
 
     return built
 
@@ -133,13 +151,16 @@ def ratio_table(result: dict, length: int) -> str:
     return format_table([f"vs NoPE at {length}", *labels], body)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of the sweep (argparse exits 2 on a malformed one)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")
-    parser.add_argument("--schemes", default=",".join(BIASED), help="comma-separated schemes")
+    parser.add_argument(
+        "--schemes", default=",".join(biased_schemes()), help="comma-separated schemes"
+    )
     parser.add_argument(
         "--pairs", default="19,20,21,22,23,24", help="budgets to time, as powers of two"
     )
@@ -147,38 +168,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-tokens", type=int, default=65536, help="tokens per pass")
     parser.add_argument("--repeats", type=int, default=9, help="timed passes per model")
     parser.add_argument("--out", default="block_sweep.json", help="where to write the JSON")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def checked_lists(args: argparse.Namespace) -> tuple[list[str], list[int], list[int]]:
+    """``(schemes, powers of two, lengths)`` of the command line, each checked.
+
+    Raises:
+        ValueError: one line naming the flag, its value and what is allowed.
+    """
+    schemes = list(dict.fromkeys(n.strip() for n in args.schemes.split(",") if n.strip()))
+    check_schemes(schemes, "--schemes")
+    if not schemes or "none" in schemes:
+        raise ValueError(
+            f"--schemes={args.schemes!r} must name schemes other than none, the reference "
+            "every sweep times"
+        )
+    try:
+        powers = list(dict.fromkeys(int(n) for n in args.pairs.split(",") if n.strip()))
+        lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
+    except ValueError:
+        raise ValueError(
+            f"--pairs={args.pairs!r} and --lengths={args.lengths!r} must be "
+            "comma-separated lists of integers"
+        ) from None
+    if any(not 0 <= n <= 40 for n in powers):
+        raise ValueError(f"--pairs={args.pairs!r}: each power of two must lie in [0, 40]")
+    counts = {"--lengths": lengths, "--batch-tokens": [args.batch_tokens]}
+    counts["--repeats"] = [args.repeats]
+    for flag, values in counts.items():
+        if not values or min(values) < 1:
+            raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
+    check_counts(counts)  # the maxima bench.py has
+    if min(lengths) <= BLOCK_ROWS:
+        raise ValueError(
+            f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "
+            "sequences are attended at once, without blocks"
+        )
+    return schemes, powers, lengths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep from the command line ``argv``: prints its tables and writes its JSON.
+
+    Returns:
+        0; 2 for a bad argument (one line on stderr, before anything is timed); 130 when
+        interrupted (nothing written).
+    """
+    args = parse_arguments(argv)
     try:
         device = resolve_device(args.device)
         configure_threads(args.threads)
-        schemes = list(dict.fromkeys(n.strip() for n in args.schemes.split(",") if n.strip()))
-        check_schemes(schemes, "--schemes")
-        if not schemes or "none" in schemes:
-            raise ValueError(
-                f"--schemes={args.schemes!r} must name schemes other than none, the reference "
-                "every sweep times"
-            )
-        try:
-            powers = list(dict.fromkeys(int(n) for n in args.pairs.split(",") if n.strip()))
-            lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
-        except ValueError:
-            raise ValueError(
-                f"--pairs={args.pairs!r} and --lengths={args.lengths!r} must be "
-                "comma-separated lists of integers"
-            ) from None
-        if any(not 0 <= n <= 40 for n in powers):
-            raise ValueError(f"--pairs={args.pairs!r}: each power of two must lie in [0, 40]")
-        counts = {"--lengths": lengths, "--batch-tokens": [args.batch_tokens]}
-        counts["--repeats"] = [args.repeats]
-        for flag, values in counts.items():
-            if not values or min(values) < 1:
-                raise ValueError(f"{flag}={','.join(map(str, values))!r} needs values >= 1")
-        check_counts(counts)  # the maxima bench.py has
-        if min(lengths) <= BLOCK_ROWS:
-            raise ValueError(
-                f"--lengths={args.lengths!r}: every length must exceed {BLOCK_ROWS}; shorter "
-                "sequences are attended at once, without blocks"
-            )
+        schemes, powers, lengths = checked_lists(args)
         out = output_file(args.out)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)

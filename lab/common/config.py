@@ -26,7 +26,7 @@ from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from model import ModelConfig
 from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
 from model.position import build_position
-from model.position.options import options_dict
+from registry import options_dict
 
 MAX_TOKENS = 4096
 """Longest model input, in tokens, that a run may train on or evaluate (the periodic 4x
@@ -326,9 +326,7 @@ class Config:
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
     """
 
-    model: ModelConfig = field(
-        default_factory=lambda: ModelConfig(d_model=64, n_layers=3, n_heads=4, d_ff=256)
-    )
+    model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

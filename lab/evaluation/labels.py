@@ -9,7 +9,7 @@ from typing import Any
 from data import available_tasks, task_class
 from lab.common.config import migrate_data_keys
 from model.position import available_schemes
-from model.position.options import options_dict
+from registry import options_dict
 
 
 def evaluation_label(result: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.position.base import PositionScheme, build_position
+from model.position import PositionScheme, build_position
 
 PROBE_SEED = 1234
 """Seed of the probe's content vectors and of fresh scheme weights."""

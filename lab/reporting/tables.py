@@ -7,7 +7,7 @@ from typing import Any
 
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.learned import is_learned
-from model.position.options import describe
+from registry import describe
 
 DASH = "—"
 

@@ -14,14 +14,29 @@ from model.position import t5, kerple, fire, xpos, cope  # noqa: F401
 from model.position.alibi import alibi_bias, alibi_slopes
 from model.position.base import (
     PositionScheme,
+    SchemeConfig,
     Scores,
     available_schemes,
-    build_position,
     register,
     scheme_class,
 )
+from model.position.randomized import RandomizedPositions
 from model.position.rope import apply_rope, rope_frequencies
 from model.position.sinusoidal import sinusoidal_table
+
+
+def build_position(config: SchemeConfig) -> PositionScheme:
+    """Instantiate the scheme named by ``config.position`` with its options, wrapped in
+    randomized positions when ``config.randomized_positions`` is set.
+
+    Raises:
+        ValueError: the name is not registered; the message lists the registered names.
+    """
+    scheme = scheme_class(config.position)(config, config.scheme_options)
+    if config.randomized_positions:
+        scheme = RandomizedPositions(scheme, config.randomized_positions)
+    return scheme
+
 
 __all__ = [
     "PositionScheme",

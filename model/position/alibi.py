@@ -5,8 +5,7 @@ import math
 import torch
 from torch import Tensor
 
-from model.config import ModelConfig
-from model.position.base import ALL, PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, SchemeConfig, register, relative_distance
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -69,9 +68,10 @@ class ALiBiPosition(PositionScheme):
     """
 
     relative = True
+    shared_bias = True
     fixed_bias = True
 
-    def __init__(self, config: ModelConfig, options: object) -> None:
+    def __init__(self, config: SchemeConfig, options: object) -> None:
         super().__init__(config, options)
         self.register_buffer("alibi_slopes", alibi_slopes(config.n_heads), persistent=False)
 

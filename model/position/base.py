@@ -8,7 +8,7 @@ A scheme is an ``nn.Module`` with up to four hooks, called by :class:`model.Tran
    (learned absolute, sinusoidal);
 3. ``score_bias``: an additive bias on the attention scores shared by every layer (ALiBi, T5,
    Kerple, FIRE), for every (query, key) pair or for a window of queries against a window of
-   keys (long sequences build it block by block, see :func:`model.mask.query_blocks`); pure:
+   keys (long sequences build it block by block, see :mod:`model.blocked_attention`); pure:
    the causal or prefix-LM mask is added by :mod:`model.mask`, never by a scheme;
 4. ``layer``: per layer, with that layer's queries and keys: rotated q/k (RoPE, xPos), a
    per-layer bias (T5 per layer, CoPE) and optionally a score scale (:class:`Scores`).
@@ -16,11 +16,12 @@ A scheme is an ``nn.Module`` with up to four hooks, called by :class:`model.Tran
 A scheme overrides the hooks it needs; the others return ``None`` (or q/k untouched). Its
 options are a frozen dataclass, ``Options``, validated when the config is built and saved with
 every run (``model.options.NAME``); ``evaluable`` names the options that may change at
-evaluation time without retraining. Class attributes state the properties the registry-wide
-tests check: ``relative`` (logits invariant to shifting every position; a relative score bias
-is then a function of ``i - j`` alone, which :func:`model.mask.toeplitz_mask` relies on),
-``learnable`` (has parameters that training must change), ``bidirectional`` (supports
-``causal=False``).
+evaluation time without retraining. Class attributes state properties that the registry-wide
+tests check against the hooks: ``relative`` (logits invariant to shifting every position; a
+relative score bias is then a function of ``i - j`` alone, which
+:func:`model.blocked_attention.toeplitz_mask` relies on), ``bidirectional`` (supports
+``causal=False``), and the three that choose the attention path: ``shared_bias``,
+``fixed_bias`` and ``windowed_layer_bias``.
 
 Shape notation: ``B`` batch, ``T`` sequence length, ``D`` model width, ``H`` heads,
 ``Dh`` head width. ``positions`` is ``None`` (meaning ``arange(T)``) or a LongTensor of shape
@@ -32,18 +33,32 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from model.config import ModelConfig
-
-_SCHEMES: dict[str, type[PositionScheme]] = {}
+from registry import Registry
 
 ALL = slice(None)
 """Every position: the default window of :meth:`PositionScheme.score_bias`."""
+
+
+class SchemeConfig(Protocol):
+    """What a scheme reads of its model's config, :class:`model.config.ModelConfig` (which
+    validates names and options against the schemes, so they do not import it);
+    ``scheme_options`` is the active scheme's typed ``Options``."""
+
+    position: str
+    scheme_options: Any
+    d_model: int
+    n_layers: int
+    n_heads: int
+    causal: bool
+    randomized_positions: int
+
+    @property
+    def head_dim(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -92,22 +107,26 @@ class PositionScheme(nn.Module):
     Options: ClassVar[type] = NoOptions
     evaluable: ClassVar[frozenset[str]] = frozenset()
     relative: ClassVar[bool] = False
-    learnable: ClassVar[bool] = False
     bidirectional: ClassVar[bool] = True
+    shared_bias: bool = False
+    """:meth:`score_bias` returns a bias (not None). A class attribute, which an instance may
+    override where its options decide (T5's ``per_layer``): the model reads it to choose the
+    attention path instead of calling the hook."""
+    fixed_bias: ClassVar[bool] = False
+    """A shared bias that at default positions is a fixed function of ``T`` (no parameters), so
+    the model may cache it with the mask merged in (:class:`model.mask.MaskCache`)."""
     windowed_layer_bias: ClassVar[bool] = False
     """``layer`` returns a bias as large as the scores through ``Scores.window``, so a long
-    sequence takes the blocked path (:mod:`model.mask`) even without a shared bias."""
-    fixed_bias: ClassVar[bool] = False
-    """``score_bias`` at default positions is a fixed function of ``T`` (no parameters), so the
-    model may cache it with the mask merged in (:class:`model.mask.MaskCache`)."""
+    sequence takes the blocked path (:mod:`model.blocked_attention`) even without a shared
+    bias."""
 
-    def __init__(self, config: ModelConfig, options: Any) -> None:
+    def __init__(self, config: SchemeConfig, options: Any) -> None:
         super().__init__()
         self.config = config
         self.options = options
 
     @classmethod
-    def check(cls, config: ModelConfig, options: Any) -> None:
+    def check(cls, config: SchemeConfig, options: Any) -> None:
         """Raise ValueError (one line) when ``options`` do not fit the model ``config``."""
 
     @classmethod
@@ -164,64 +183,39 @@ class PositionScheme(nn.Module):
         return Scores(q, k)
 
 
-def register(name: str) -> Callable[[type[PositionScheme]], type[PositionScheme]]:
-    """Class decorator that makes a scheme selectable as ``ModelConfig.position = name``."""
+SCHEMES: Registry[type[PositionScheme]] = Registry("position scheme", "model.position")
+"""The registered schemes, in registration order (the order of every listing)."""
 
-    def add(cls: type[PositionScheme]) -> type[PositionScheme]:
-        if name in _SCHEMES:
-            raise ValueError(f"position scheme {name!r} is registered twice")
-        cls.name = name
-        _SCHEMES[name] = cls
-        return cls
+register = SCHEMES.register
+"""Class decorator that makes a scheme selectable as ``ModelConfig.position = name``."""
 
-    return add
+available_schemes = SCHEMES.names
+"""Names of the registered position schemes, in registration order."""
 
-
-def available_schemes() -> tuple[str, ...]:
-    """Names of the registered position schemes, in registration order."""
-    return tuple(_SCHEMES)
+scheme_class = SCHEMES.lookup
+"""The class registered as ``name``; an unknown name is a ValueError listing the schemes."""
 
 
-def scheme_class(name: str) -> type[PositionScheme]:
-    """The class registered as ``name``.
+def cached_rows(module: nn.Module, name: str, rows: int, build: Callable[[int], Tensor]) -> Tensor:
+    """The first ``rows`` rows of the table cached in ``module``'s buffer ``name``, a view;
+    ``build(n)`` makes the table's first ``n`` rows when the cache is shorter.
 
-    Raises:
-        ValueError: the name is not registered; the message lists the registered names.
-    """
-    if name not in _SCHEMES:
-        raise ValueError(
-            f"model.position={name!r} is not a known scheme; "
-            f"choose one of {', '.join(available_schemes())}"
-        )
-    return _SCHEMES[name]
-
-
-def build_position(config: ModelConfig) -> PositionScheme:
-    """Instantiate the scheme named by ``config.position`` with its options, wrapped in
-    randomized positions when ``config.randomized_positions`` is set.
-
-    Raises:
-        ValueError: the name is not registered; the message lists the registered names.
-    """
-    scheme = scheme_class(config.position)(config, config.scheme_options)
-    if config.randomized_positions:
-        from model.position.randomized import RandomizedPositions
-
-        scheme = RandomizedPositions(scheme, config.randomized_positions)
-    return scheme
-
-
-def grown_cache(cache: Tensor, needed: int, build: Callable[[int], Tensor]) -> Tensor:
-    """Return ``cache`` if it has at least ``needed`` rows, else a rebuild on the same device.
-
-    Tables grow to twice the old size (at least ``needed``), so a loop over increasing lengths
+    Tables grow to twice the old size (at least ``rows``), so a loop over increasing lengths
     rebuilds only O(log n) times, and a steady training loop never rebuilds. Caches are kept as
     non-persistent buffers, so ``model.to(device)`` moves them and checkpoints omit them.
+    Inside a graph that ``torch.compile`` traces a cache never grows (a graph does not write
+    module state): a shorter one gives way to ``build(rows)`` in the graph, the same values, so
+    a fresh model compiles with ``fullgraph=True``; :meth:`model.Transformer.reserve` before
+    compiling keeps the tables out of the graph.
     """
-    if cache.shape[0] >= needed:
-        return cache
-    with outside_autograd():
-        return build(max(needed, 2 * cache.shape[0])).to(cache.device)
+    cache = getattr(module, name)
+    if cache.shape[0] < rows:
+        if torch.compiler.is_compiling():
+            return build(rows).to(cache.device)
+        with outside_autograd():
+            cache = build(max(rows, 2 * cache.shape[0])).to(cache.device)
+        setattr(module, name, cache)
+    return cache[:rows]
 
 
 def outside_autograd() -> contextlib.ExitStack:

@@ -20,8 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.position.base import PositionScheme, Scores, register
+from model.position.base import PositionScheme, SchemeConfig, Scores, register
 
 
 def cope_positions(logits: Tensor, diagonal: int = 0) -> Tensor:
@@ -98,11 +97,10 @@ class CopePosition(PositionScheme):
 
     Options = CopeOptions
     relative = True
-    learnable = True
     bidirectional = False
     windowed_layer_bias = True
 
-    def __init__(self, config: ModelConfig, options: CopeOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: CopeOptions) -> None:
         super().__init__(config, options)
         shape = (config.head_dim, options.npos_max)
         self.embeddings = nn.ParameterList(

@@ -22,8 +22,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.position.base import ALL, PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, SchemeConfig, register, relative_distance
 from model.position.piecewise import relu_mlp
 
 
@@ -63,9 +62,9 @@ class FirePosition(PositionScheme):
     """Learned MLP bias of the log-normalised distance, per head, shared by all layers."""
 
     Options = FireOptions
-    learnable = True
+    shared_bias = True
 
-    def __init__(self, config: ModelConfig, options: FireOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: FireOptions) -> None:
         super().__init__(config, options)
         width = options.mlp_width
         self.mlp = nn.Sequential(nn.Linear(1, width), nn.ReLU(), nn.Linear(width, config.n_heads))

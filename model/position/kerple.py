@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.position.base import ALL, PositionScheme, register, relative_distance
+from model.position.base import ALL, PositionScheme, SchemeConfig, register, relative_distance
 
 
 def kerple_log_bias(r1: Tensor, r2: Tensor, distance: Tensor) -> Tensor:
@@ -69,9 +68,9 @@ class KerpleLog(PositionScheme):
 
     Options = KerpleOptions
     relative = True
-    learnable = True
+    shared_bias = True
 
-    def __init__(self, config: ModelConfig, options: KerpleOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: KerpleOptions) -> None:
         super().__init__(config, options)
         self.r1 = nn.Parameter(torch.rand(config.n_heads) * 2)
         self.r2 = nn.Parameter(torch.rand(config.n_heads))

@@ -5,8 +5,7 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.position.base import PositionScheme, register
+from model.position.base import PositionScheme, SchemeConfig, register
 
 
 @dataclass(frozen=True)
@@ -44,15 +43,14 @@ class LearnedPosition(PositionScheme):
     """
 
     Options = LearnedOptions
-    learnable = True
 
-    def __init__(self, config: ModelConfig, options: LearnedOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: LearnedOptions) -> None:
         super().__init__(config, options)
         self.table = nn.Embedding(options.max_positions, config.d_model)
         nn.init.normal_(self.table.weight, std=0.02)
 
     @classmethod
-    def check(cls, config: ModelConfig, options: LearnedOptions) -> None:
+    def check(cls, config: SchemeConfig, options: LearnedOptions) -> None:
         """Randomized positions up to ``L`` need ``L`` rows."""
         if config.randomized_positions > options.max_positions:
             raise ValueError(

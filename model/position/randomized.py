@@ -45,9 +45,14 @@ class RandomizedPositions(PositionScheme):
         self.inner = inner
         self.max_position = max_position
         self.name = f"randomized({inner.name})"
-        self.relative, self.learnable = inner.relative, inner.learnable
-        self.bidirectional, self.fixed_bias = inner.bidirectional, inner.fixed_bias
-        self.windowed_layer_bias = inner.windowed_layer_bias
+        for name in (
+            "relative",
+            "bidirectional",
+            "shared_bias",
+            "fixed_bias",
+            "windowed_layer_bias",
+        ):
+            setattr(self, name, getattr(inner, name))
 
     def reset_parameters(self) -> None:
         """The inner scheme's initialisation."""

@@ -15,8 +15,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from model.config import ModelConfig
-from model.position.base import PositionScheme, Scores, grown_cache, register
+from model.position.base import PositionScheme, SchemeConfig, Scores, cached_rows, register
 from model.position.rope_scaling import (
     base_frequencies,
     rope_inv_freq,
@@ -101,7 +100,7 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0) -> Tensor:
     return rotate_half_split(x, cos, sin)
 
 
-def require_even_head_dim(config: ModelConfig, scheme: str) -> None:
+def require_even_head_dim(config: SchemeConfig, scheme: str) -> None:
     """Rotations act on pairs of dimensions, so a rotary scheme needs an even ``head_dim``.
 
     Raises:
@@ -264,7 +263,7 @@ class RotaryPosition(PositionScheme):
     )
     relative = True
 
-    def __init__(self, config: ModelConfig, options: RopeOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: RopeOptions) -> None:
         super().__init__(config, options)
         half = rotary_dims(config.head_dim, options.rotary_fraction) // 2
         self.register_buffer("_cos", torch.empty(0, half), persistent=False)
@@ -273,7 +272,7 @@ class RotaryPosition(PositionScheme):
         self.score_scale = None if factor == 1.0 else factor**2
 
     @classmethod
-    def check(cls, config: ModelConfig, options: RopeOptions) -> None:
+    def check(cls, config: SchemeConfig, options: RopeOptions) -> None:
         """RoPE rotates pairs of dimensions, so ``head_dim`` must be even."""
         require_even_head_dim(config, "RoPE")
 
@@ -306,12 +305,17 @@ class RotaryPosition(PositionScheme):
 
     def reserve(self, n_positions: int) -> None:
         """Grow the cached tables to at least ``n_positions`` rows."""
+        self.tables(n_positions)
+
+    def tables(self, seq_len: int) -> tuple[Tensor, Tensor]:
+        """Cached ``(cos, sin)`` of default positions: float32 ``(T, R/2)`` views (see
+        :func:`cached_rows`)."""
 
         def angles(n: int) -> Tensor:  # (n, R/2) float32, whatever dtype the model was cast to
             return torch.arange(n).float().unsqueeze(1) * self.inv_freq()
 
-        self._cos = grown_cache(self._cos, n_positions, lambda n: angles(n).cos())
-        self._sin = grown_cache(self._sin, n_positions, lambda n: angles(n).sin())
+        cos = cached_rows(self, "_cos", seq_len, lambda n: angles(n).cos())
+        return cos, cached_rows(self, "_sin", seq_len, lambda n: angles(n).sin())
 
     def prepare(self, positions: Tensor | None, seq_len: int) -> tuple[Tensor, Tensor]:
         """``(cos, sin)``: float32 ``(T, R/2)``, or ``(B, 1, T, R/2)`` for ``(B, T)`` positions."""
@@ -321,8 +325,7 @@ class RotaryPosition(PositionScheme):
             if positions is None:
                 positions = torch.arange(seq_len, device=self._cos.device)
         elif positions is None:
-            self.reserve(seq_len)
-            return self._cos[:seq_len], self._sin[:seq_len]  # (T, R/2) views
+            return self.tables(seq_len)  # (T, R/2) views
         else:
             inv_freq = self.inv_freq()
         cos, sin = rope_cos_sin(positions, inv_freq)  # (T, R/2) or (B, T, R/2)

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.config import ModelConfig
-from model.position.base import PositionScheme, grown_cache, register
+from model.position.base import PositionScheme, SchemeConfig, cached_rows, register
 
 
 def sinusoidal_rows(positions: Tensor, dim: int, base: float = 10000.0) -> Tensor:
@@ -80,12 +79,12 @@ class SinusoidalPosition(PositionScheme):
 
     Options = SinusoidalOptions
 
-    def __init__(self, config: ModelConfig, options: SinusoidalOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: SinusoidalOptions) -> None:
         super().__init__(config, options)
         self.register_buffer("_table", torch.empty(0, config.d_model), persistent=False)
 
     @classmethod
-    def check(cls, config: ModelConfig, options: SinusoidalOptions) -> None:
+    def check(cls, config: SchemeConfig, options: SinusoidalOptions) -> None:
         """The table interleaves sin and cos, so ``d_model`` must be even."""
         if config.d_model % 2:
             raise ValueError(
@@ -99,12 +98,12 @@ class SinusoidalPosition(PositionScheme):
 
     def reserve(self, n_positions: int) -> None:
         """Grow the cached table to at least ``n_positions`` rows."""
-        self._table = grown_cache(self._table, n_positions, lambda n: self.rows(torch.arange(n)))
+        cached_rows(self, "_table", n_positions, lambda n: self.rows(torch.arange(n)))
 
     def embedding(self, positions: Tensor | None, seq_len: int) -> Tensor:
         """Float32 ``(1, T, D)`` for default positions, ``(1 or B, T, D)`` for given ones."""
         if positions is not None:
             rows = self.rows(positions)  # (T, D) or (B, T, D)
             return rows if rows.dim() == 3 else rows.unsqueeze(0)
-        self.reserve(seq_len)
-        return self._table[:seq_len].unsqueeze(0)  # (1, T, D), a view
+        table = cached_rows(self, "_table", seq_len, lambda n: self.rows(torch.arange(n)))
+        return table.unsqueeze(0)  # (1, T, D), a view

@@ -18,8 +18,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.position.base import ALL, PositionScheme, Scores, register
+from model.position.base import ALL, PositionScheme, SchemeConfig, Scores, register
 
 
 def relative_position_bucket(
@@ -103,10 +102,11 @@ class T5Bias(PositionScheme):
 
     Options = T5Options
     relative = True
-    learnable = True
+    shared_bias = True
 
-    def __init__(self, config: ModelConfig, options: T5Options) -> None:
+    def __init__(self, config: SchemeConfig, options: T5Options) -> None:
         super().__init__(config, options)
+        self.shared_bias = not options.per_layer  # per layer: each layer's own, from ``layer``
         tables = config.n_layers if options.per_layer else 1
         self.tables = nn.ModuleList(
             nn.Embedding(options.num_buckets, config.n_heads) for _ in range(tables)

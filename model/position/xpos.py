@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.config import ModelConfig
-from model.position.base import PositionScheme, Scores, register
+from model.position.base import PositionScheme, SchemeConfig, Scores, register
 from model.position.rope import (
     require_even_head_dim,
     rope_cos_sin,
@@ -73,14 +72,14 @@ class XposPosition(PositionScheme):
     relative = True
     bidirectional = False
 
-    def __init__(self, config: ModelConfig, options: XposOptions) -> None:
+    def __init__(self, config: SchemeConfig, options: XposOptions) -> None:
         super().__init__(config, options)
         self.register_buffer("zeta", xpos_zeta(config.head_dim), persistent=False)
         inv_freq = rope_frequencies(config.head_dim, options.theta)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     @classmethod
-    def check(cls, config: ModelConfig, options: XposOptions) -> None:
+    def check(cls, config: SchemeConfig, options: XposOptions) -> None:
         """Rotation needs pairs of dimensions: ``head_dim`` must be even."""
         require_even_head_dim(config, "xPos")
 
