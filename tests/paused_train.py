@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import lab.training.run  # noqa: E402
 import lab.training.trainer  # noqa: E402
 import train  # noqa: E402
 
@@ -42,14 +43,14 @@ def main() -> int:
 
         lab.training.trainer.training_batch = batch
     else:
-        real_save = lab.training.trainer.save_checkpoint
+        real_save = lab.training.run.save_checkpoint
 
         def save(state, path):
             if state["step"] == step:
                 pause(flags)
             real_save(state, path)
 
-        lab.training.trainer.save_checkpoint = save
+        lab.training.run.save_checkpoint = save
     return train.main(argv)
 
 
