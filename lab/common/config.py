@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, build_task, task_class, task_options
 from lab.common.files import atomic_write
-from lab.common.runtime import MAX_THREADS, check_precision, parse_device
+from lab.common.runtime import MAX_THREADS, PRECISIONS, check_precision, parse_device
 from model import ModelConfig
 from model.config import MAX_RANDOMIZED_POSITIONS, RENAMED_KEYS, migrate_keys
 from model.position import build_position
@@ -272,6 +272,11 @@ class EvalConfig:
         position_options: evaluation-time overrides of the run's position options, e.g.
             ``eval.position_options.theta=20000`` for RoPE; only options its scheme marks evaluable
             (:meth:`model.ModelConfig.at_evaluation` checks them per run).
+        precision: dtype of the length grid's forward passes (exact-match, token accuracy):
+            ``null`` (the default) follows the run's ``precision`` (so ``auto``, the default of
+            both, is bf16 autocast on CUDA and float32 elsewhere), or ``auto``, ``fp32`` or
+            ``bf16`` (:func:`lab.common.runtime.compute_dtype`). The permutation probe and the
+            minimal pairs always run in float32. ``eval.json`` records the device and dtype used.
     """
 
     lengths: list[int] | None = None
@@ -280,9 +285,15 @@ class EvalConfig:
     batch_tokens: int = 32768
     probe_samples: int = 256
     position_options: dict[str, Any] = field(default_factory=dict)
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"eval.precision={self.precision!r} is invalid; use one of "
+                f"{', '.join(PRECISIONS)}, or null (the run's precision)"
+            )
         if self.max_length_factor < 1:  # its upper bound depends on the run: check_lengths
             raise ConfigError(
                 f"eval.max_length_factor={self.max_length_factor} is invalid; it must be >= 1"
@@ -319,9 +330,9 @@ class Config:
         threads: CPU threads for PyTorch; 1 by default, which degrades gracefully on a busy
             machine (README, "Threads"); 0 keeps PyTorch's default (one per core).
         precision: of the training steps: ``auto`` (bf16 autocast on CUDA, float32 elsewhere),
-            ``fp32`` or ``bf16`` (see :func:`lab.common.runtime.autocast`). Evaluation runs in
-            float32
-            on CPU and MPS and in bf16 on CUDA, whatever the training precision.
+            ``fp32`` or ``bf16`` (see :func:`lab.common.runtime.autocast`). ``eval.py`` follows
+            it unless ``eval.precision`` says otherwise; the periodic evaluation during training
+            runs in ``auto`` (bf16 on CUDA, float32 elsewhere) whatever this setting.
         compile: wrap the model in ``torch.compile`` (lengths marked dynamic).
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
     """
