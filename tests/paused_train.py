@@ -25,7 +25,9 @@ import train  # noqa: E402
 def pause(flags: Path) -> None:
     """Announce the pause (``FLAGS/paused``, or ``FLAGS/pausedR`` for rank R under torchrun;
     it holds the process id), then wait (in Python, so signal handlers run) for the go flag."""
-    (flags / f"paused{os.environ.get('RANK', '')}").write_text(str(os.getpid()))
+    name = f"paused{os.environ.get('RANK', '')}"
+    (flags / f".{name}").write_text(str(os.getpid()))  # renamed whole: never seen empty
+    (flags / f".{name}").rename(flags / name)
     while not (flags / "go").exists():
         time.sleep(0.01)
 
