@@ -228,6 +228,13 @@ def inconsistency(result: dict[str, Any]) -> str | None:
         problem = _row_inconsistency(row)
         if problem:
             return f"length {row['length']}: {problem}"
+    return _summary_inconsistency(result)
+
+
+def _summary_inconsistency(result: dict[str, Any]) -> str | None:
+    """Whether ``summary.at`` holds each multiple's exact-match and ``summary.in_dist`` the mean
+    over the grid lengths in the training range (see :func:`inconsistency`), or None."""
+    config, grid, (low, high) = result["config"], result["grid_lengths"], result["train_lengths"]
     factor = (config["eval"] if isinstance(config["eval"], dict) else {}).get("max_length_factor")
     if isinstance(factor, (int, float)):
         rows = {row["length"]: row for row in result["lengths"]}
