@@ -35,20 +35,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
-from lab.common.config import Config, ConfigError, EvalConfig, flat_keys, with_overrides
-from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.config import ConfigError, EvalConfig, flat_keys
+from lab.common.files import check_not_folders, writable_folder
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
-from lab.evaluation.evaluate import (
-    apply_eval_overrides,
-    evaluate_run,
-    evaluation_lengths,
-    find_runs,
-    load_run,
-)
+from lab.evaluation.evaluate import apply_eval_overrides, find_runs, load_run
 from lab.evaluation.labels import scheme_label
-from lab.evaluation.record import EVAL_NAME
+from lab.evaluation.runs import Plan, evaluate_plans, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
 
@@ -65,6 +58,40 @@ STOPPED = (
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 ok, 2 on any bad input or broken run)."""
+    args = parse_args(argv)
+    try:
+        device, runs = check_arguments(args)
+    except ERRORS as error:
+        return fail(error)
+    out = Path(args.out) if args.out else Path(args.path)
+    try:
+        writable_folder(out, create=False)  # created when the first file is written into it
+        check_not_folders(out, REPORT_NAMES)
+    except OSError as error:
+        return fail(error)
+    status, plans = plan_runs(args, runs)
+    if not plans:
+        return status
+    failures = []  # a run that fails is reported (status 2), and the others go on
+    bar = tqdm(total=sum(p.steps for p in plans), unit="length", disable=args.no_progress)
+    results = evaluate_plans(
+        plans, device, bar, out if args.out else None, lambda e, run: failures.append(fail(e, run))
+    )
+    bar.close()
+    if failures:
+        status = 2
+    if not results:
+        return status or 2
+    try:
+        paths = write_reports(results, out)
+    except ERRORS as error:
+        return fail(error)
+    print_summary(results, len(runs) == 1, out, bool(args.out), paths)
+    return status
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (argparse exits 2 on a syntax error)."""
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -81,27 +108,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     if args.path is None:  # checked here: argparse would also call the optional overrides required
         parser.error("the following argument is required: path")
-    try:
-        if args.out is not None and not args.out.strip():  # e.g. --out "$UNSET"
-            raise ConfigError(
-                "--out is empty; give a folder for the reports, or leave --out out to write "
-                "into each run"
-            )
-        apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
-        device = resolve_device(args.device)
-        configure_threads(args.threads)
-        runs = find_runs(args.path)
-    except ERRORS as error:
-        return fail(error)
+    return args
 
-    out = Path(args.out) if args.out else Path(args.path)
-    try:
-        writable_folder(out, create=False)  # created when the first file is written into it
-        check_not_folders(out, REPORT_NAMES)
-    except OSError as error:
-        return fail(error)
+
+def check_arguments(args: argparse.Namespace) -> tuple[torch.device, list[Path]]:
+    """The device and the runs the arguments name, with the overrides checked up front.
+
+    Raises:
+        ConfigError, OSError, ValueError: an empty ``--out``, a bad override, device or thread
+            count, or no run under the path (one line).
+    """
+    if args.out is not None and not args.out.strip():  # e.g. --out "$UNSET"
+        raise ConfigError(
+            "--out is empty; give a folder for the reports, or leave --out out to write "
+            "into each run"
+        )
+    apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
+    device = resolve_device(args.device)
+    configure_threads(args.threads)
+    return device, find_runs(args.path)
+
+
+def plan_runs(args: argparse.Namespace, runs: list[Path]) -> tuple[int, list[Plan]]:
+    """The plan of every run (:func:`lab.evaluation.runs.plan_run`), before any evaluation.
+
+    Returns:
+        ``(status, plans)``: a broken run is reported and skipped (status 2); a value refused
+        for one run refuses the command (status 2 and no plans).
+    """
     status = 0
-    plans = []  # (run, eval config, folder for its eval.json, number of progress steps)
+    plans = []
+    out = Path(args.out) if args.out else None
     for run in runs:
         try:
             config = load_run(run, torch.device("cpu"))[0]  # fail early on a broken run
@@ -109,31 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             status = fail(error, run)
             continue
         try:  # a value refused for one run refuses the command, before any evaluation
-            plans.append(
-                plan_run(run, config, args.overrides, out if args.out else None, args.path)
-            )
+            plans.append(plan_run(run, config, args.overrides, out, args.path))
         except ERRORS as error:
-            return fail(error, run)
-    if not plans:
-        return status
-    results = []
-    bar = tqdm(total=sum(p[3] for p in plans), unit="length", disable=args.no_progress)
-    for run, eval_config, write_to, _ in plans:
-        bar.set_description(run.name)
-        try:
-            root = out if args.out else run  # writes never follow a link out of it
-            results.append(evaluate_run(run, eval_config, device, bar, write_to, root=root))
-        except ERRORS as error:
-            status = fail(error, run)
-    bar.close()
-    if not results:
-        return status or 2
+            return fail(error, run), []
+    return status, plans
 
-    single = len(runs) == 1
-    try:
-        paths = write_reports(results, out)
-    except ERRORS as error:
-        return fail(error)
+
+def print_summary(
+    results: list[dict], single: bool, out: Path, given_out: bool, paths: dict[str, Path]
+) -> None:
+    """Print the length table (one run), the summary table, the notes and where files went."""
     if single:
         print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {scheme_label(results[0])}\n")
         print(length_table(results[0]))
@@ -142,45 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         for note in result["summary"]["notes"]:
             print(f"note: {Path(result['run_dir']).name}: {note}")
-    placed = f"under {out}" if args.out else "in each run"
+    placed = f"under {out}" if given_out else "in each run"
     print(f"\neval.json {placed}; reports: {', '.join(str(p) for p in paths.values())}")
-    return status
-
-
-def plan_run(
-    run: Path, config: Config, overrides: list[str], out: Path | None, given: str
-) -> tuple[Path, EvalConfig, Path, int]:
-    """Check ``overrides`` against the saved ``config`` of ``run`` as ``train.py`` checks a new
-    run (every length against :data:`lab.common.config.MAX_TOKENS`, the task's shortest length, the
-    scheme's evaluable options) and where its ``eval.json`` goes (``out`` mirrors the runs'
-    paths below ``given``; None writes into the run), creating nothing.
-
-    Returns:
-        ``(run, eval config, folder for its eval.json, progress steps)``.
-
-    Raises:
-        ConfigError, ValueError: a value this run cannot be evaluated with (one line).
-        OSError: the folder cannot be written, or ``--out`` is another run's folder (its
-            ``eval.json`` would be replaced).
-    """
-    eval_config = apply_eval_overrides(config.eval, overrides)
-    with_overrides(config, overrides)  # the whole-config checks (lengths, table sizes)
-    config.model.at_evaluation(eval_config.position_options)  # evaluable options only
-    steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
-    write_to = run if out is None else out / run.relative_to(given)
-    if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):
-        raise OSError(
-            f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
-            "would be replaced: give --out a folder of its own"
-        )
-    link = linked_below(write_to, out) if out is not None else None
-    if link is not None:  # refused here, before any run is evaluated (again at the writes)
-        raise OSError(
-            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
-            f"{str(out)!r} through a link (remove or rename it)"
-        )
-    check_not_folders(write_to, [EVAL_NAME])
-    return run, eval_config, writable_folder(write_to, create=False), steps
 
 
 def fail(error: Exception, run: Path | None = None) -> int:

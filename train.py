@@ -20,14 +20,15 @@ import shlex
 import signal
 import sys
 
-from lab.common.config import ConfigError, config_to_dict, flat_keys, load_config
+from lab.common.config import Config, ConfigError, config_to_dict, flat_keys, load_config
 from lab.common.runlock import RunLocked
 from lab.common.runtime import cpu_threads
 from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
 from lab.evaluation.labels import changed_task_options
 from lab.training.distributed import is_main_process, leave_group
 from lab.training.resume import resume_config
-from lab.training.trainer import TrainingDiverged, TrainingInterrupted, train
+from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
+from lab.training.trainer import train
 
 STOPPED = (
     "a checkpoint on disk is complete (every write is atomic); continue a run that saved one "
@@ -62,24 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train as ``args`` say; print the outcome (rank 0 only, errors on every rank)."""
+    """Train as ``args`` say; print the outcome (rank 0 only, errors on every rank). Maps each
+    way a run ends to its exit status: 0 done, 2 a bad input or a diverged run, 128 + signal
+    on a stop, 1 when the other processes of a ``torchrun`` are lost."""
     run_dir = args.resume
     try:
-        if args.resume:
-            if args.config:
-                raise ConfigError("--resume takes the run's saved config; drop --config")
-            config = resume_config(args.resume, args.overrides)
-        else:
-            config = load_config(args.config, args.overrides)
+        config = run_config(args)
         run_dir = config.run_dir
         if is_main_process():
-            task_options = changed_task_options(config_to_dict(config)["data"])
-            print(
-                f"{run_dir}: {config.model.position} on {config.data.task}{task_options}, "
-                f"{cpu_threads(config.threads)} CPU thread(s) (threads=N to change), "
-                f"precision {config.precision}",
-                flush=True,
-            )
+            print_start(config)
         result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
     except (ConfigError, OSError, ValueError, TrainingDiverged, RunLocked) as error:
         print(f"{rank_prefix()}error: {error}", file=sys.stderr)
@@ -107,15 +99,47 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return exit_code(stop)
-    if not is_main_process():
-        return 0
+    if is_main_process():
+        print_result(result, config)
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> Config:
+    """The config to train: the saved one with the allowed overrides (``--resume``), else the
+    defaults, ``--config`` and the overrides.
+
+    Raises:
+        ConfigError: ``--config`` with ``--resume``, or a bad file, key or value (one line).
+        FileNotFoundError, ValueError: ``--resume`` without a readable checkpoint.
+    """
+    if args.resume:
+        if args.config:
+            raise ConfigError("--resume takes the run's saved config; drop --config")
+        return resume_config(args.resume, args.overrides)
+    return load_config(args.config, args.overrides)
+
+
+def print_start(config: Config) -> None:
+    """One line: the run folder, the scheme, the task (with its changed options), the CPU
+    threads and the precision."""
+    task_options = changed_task_options(config_to_dict(config)["data"])
+    print(
+        f"{config.run_dir}: {config.model.position} on {config.data.task}{task_options}, "
+        f"{cpu_threads(config.threads)} CPU thread(s) (threads=N to change), "
+        f"precision {config.precision}",
+        flush=True,
+    )
+
+
+def print_result(result: TrainResult, config: Config) -> None:
+    """What the run did (or that it was already finished) and the next commands."""
     if not result.losses:
         print(
             f"{result.run_dir}: already finished at step {result.step}; nothing to train (extend "
             f"it with: python train.py --resume {shlex.quote(str(result.run_dir))} "
             f"train.steps=N, N > {result.step})"
         )
-        return 0
+        return
     evals = ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
     target = config.train.target_accuracy
     target = "" if target is None or result.reached_target else f" (target {target} not reached)"
@@ -126,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     run = shlex.quote(str(result.run_dir))
     print(f"test-set evaluation (eval.json, report, plots): python eval.py {run}")
     print(f"tensorboard --logdir {run}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ def main() -> None:
     def paused_writer(path, mode="wb"):
         with real(path, mode) as file:
             if Path(path).name == name and not (Path(flags) / "paused").exists():
-                (Path(flags) / "paused").write_text(str(os.getpid()))
+                (Path(flags) / ".paused").write_text(str(os.getpid()))  # renamed whole: never
+                (Path(flags) / ".paused").rename(Path(flags) / "paused")  # seen empty
                 while not (Path(flags) / "go").exists():
                     time.sleep(0.01)
             yield file

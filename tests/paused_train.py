@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import lab.training.run  # noqa: E402
 import lab.training.trainer  # noqa: E402
 import train  # noqa: E402
 
@@ -24,7 +25,9 @@ import train  # noqa: E402
 def pause(flags: Path) -> None:
     """Announce the pause (``FLAGS/paused``, or ``FLAGS/pausedR`` for rank R under torchrun;
     it holds the process id), then wait (in Python, so signal handlers run) for the go flag."""
-    (flags / f"paused{os.environ.get('RANK', '')}").write_text(str(os.getpid()))
+    name = f"paused{os.environ.get('RANK', '')}"
+    (flags / f".{name}").write_text(str(os.getpid()))  # renamed whole: never seen empty
+    (flags / f".{name}").rename(flags / name)
     while not (flags / "go").exists():
         time.sleep(0.01)
 
@@ -42,14 +45,14 @@ def main() -> int:
 
         lab.training.trainer.training_batch = batch
     else:
-        real_save = lab.training.trainer.save_checkpoint
+        real_save = lab.training.run.save_checkpoint
 
         def save(state, path):
             if state["step"] == step:
                 pause(flags)
             real_save(state, path)
 
-        lab.training.trainer.save_checkpoint = save
+        lab.training.run.save_checkpoint = save
     return train.main(argv)
 
 

@@ -13,6 +13,7 @@ import torch
 from conftest import SHORT, TINY_RUN, one_error_line, tiny_config
 
 import eval as eval_cli
+import lab.evaluation.runs
 import sweep as sweep_cli
 import train as train_cli
 from lab.common.checkpoint import checkpoint_path, load_checkpoint
@@ -210,7 +211,7 @@ def test_eval_with_a_folder_named_like_a_report_refuses_before_evaluating(
     def refuse(*args, **kwargs):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(eval_cli, "evaluate_run", refuse)
+    monkeypatch.setattr(lab.evaluation.runs, "evaluate_run", refuse)
     before = sorted(p.name for p in run.iterdir())
     assert eval_cli.main([str(run), "--no-progress"]) == 2
     assert "report.md' is a folder" in one_error_line(capsys)
@@ -272,7 +273,7 @@ def test_eval_refuses_a_linked_out_folder_before_evaluating_any_run(
     def refuse(*args, **kwargs):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(eval_cli, "evaluate_run", refuse)
+    monkeypatch.setattr(lab.evaluation.runs, "evaluate_run", refuse)
     argv = [str(parent), "--out", str(tmp_path / "out"), "--no-progress"]
     assert eval_cli.main(argv) == 2
     assert "is a symbolic link" in one_error_line(capsys)

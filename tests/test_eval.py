@@ -9,8 +9,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -421,6 +423,9 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
     assert order["probe_length"] == 4 and order["probe_samples"] == FAST_EVAL.probe_samples
     assert saved["train_steps"] == 120
     assert isinstance(saved["eval_seconds"], float) and saved["eval_seconds"] > 0
+    # how it ran: a CPU run of the default precision (auto) evaluates in float32
+    assert saved["device"] == "cpu" and saved["dtype"] == "float32"
+    assert saved["config"]["eval"]["precision"] is None and saved["config"]["precision"] == "auto"
 
 
 def test_load_evaluation_returns_only_current_results(run_result, trained_run, tmp_path):
@@ -555,6 +560,82 @@ def test_an_eval_json_that_breaks_the_schema_is_reevaluated(run_result, trained_
     assert load_evaluation(damaged) is None
     (damaged / "eval.json").write_text("{not json")
     assert load_evaluation(damaged) is None
+
+
+def test_eval_precision_bf16_records_its_dtype_and_moves_figures_only_within_tolerance(
+    run_result, trained_run, tmp_path
+):
+    """Evaluation used to run in float32 on CPU whatever was asked; eval.precision=bf16 now runs
+    the length grid in bfloat16, says so, and changes the figures only by rounding."""
+    bf16 = evaluate_run(
+        trained_run, replace(FAST_EVAL, precision="bf16"), "cpu", write_to=tmp_path / "bf16"
+    )
+    assert bf16["device"] == "cpu" and bf16["dtype"] == "bfloat16"
+    assert bf16["config"]["eval"]["precision"] == "bf16"
+    assert load_evaluation(trained_run, replace(FAST_EVAL, precision="bf16"), tmp_path / "bf16")
+    assert load_evaluation(trained_run, FAST_EVAL, tmp_path / "bf16") is None  # other settings
+    rows = zip(run_result["lengths"], bf16["lengths"], strict=True)
+    for fp32_row, bf16_row in rows:
+        assert fp32_row["length"] == bf16_row["length"]
+        assert abs(fp32_row["token_accuracy"] - bf16_row["token_accuracy"]) <= 0.05
+        assert abs(fp32_row["exact_match"] - bf16_row["exact_match"]) <= 0.1
+        assert fp32_row["pair_accuracy"] == bf16_row["pair_accuracy"]  # pairs stay float32
+    assert bf16["order"] == run_result["order"]  # the probe stays float32
+    # and float32 asked explicitly is the default's result, number for number
+    fp32 = evaluate_run(
+        trained_run, replace(FAST_EVAL, precision="fp32"), "cpu", write_to=tmp_path / "fp32"
+    )
+    assert fp32["dtype"] == "float32" and fp32["lengths"] == run_result["lengths"]
+
+
+def test_eval_precision_follows_the_run_unless_given(trained_run):
+    """A run trained with precision=bf16 is evaluated in bf16 (its logits come out in
+    bfloat16); eval.precision=fp32 overrides it (no bfloat16 anywhere)."""
+    config = load_config(None, [*COPY, *TINY, "precision=bf16", "device=cpu"])
+    model = build_model(config, torch.device("cpu"))
+    seen = set()
+    model.register_forward_hook(lambda module, args, output: seen.add(output.dtype))
+    tiny = replace(FAST_EVAL, samples=4, probe_samples=4, lengths=[2, 4], max_length_factor=1.0)
+    assert evaluate_model(model, config, tiny)["dtype"] == "bfloat16"
+    assert torch.bfloat16 in seen
+    seen.clear()
+    assert evaluate_model(model, config, replace(tiny, precision="fp32"))["dtype"] == "float32"
+    assert seen == {torch.float32}
+
+
+def test_a_bad_eval_precision_is_one_line_naming_the_allowed_values():
+    message = "eval.precision='fp16' is invalid; use one of auto, fp32, bf16, or null"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_eval_overrides(EvalConfig(), ["eval.precision=fp16"])
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, ["eval.precision=fp16"])
+    assert apply_eval_overrides(EvalConfig(), ["eval.precision=bf16"]).precision == "bf16"
+
+
+def test_an_eval_json_of_the_previous_version_is_reevaluated_quietly(
+    run_result, trained_run, tmp_path, capsys
+):
+    """eval.json files written before device and dtype were recorded (schema_version 2) are
+    out of date, not damaged: they are evaluated again, without a warning and without a
+    traceback; one whose dtype its device and precision cannot give is damaged."""
+    old = tmp_path / "old"
+    shutil.copytree(trained_run, old)
+    saved = json.loads((old / "eval.json").read_text())
+    del saved["device"], saved["dtype"], saved["config"]["eval"]["precision"]
+    (old / "eval.json").write_text(json.dumps({**saved, "schema_version": 2}))
+    capsys.readouterr()
+    assert load_evaluation(old) is None and load_evaluation(old, FAST_EVAL) is None
+    assert capsys.readouterr().err == ""
+    assert (
+        eval_cli.main([str(old), "--no-progress", "eval.samples=32", "eval.probe_samples=32"]) == 0
+    )
+    again = json.loads((old / "eval.json").read_text())
+    assert again["schema_version"] == SCHEMA["properties"]["schema_version"]["const"]
+    assert again["device"] == "cpu" and again["lengths"] == run_result["lengths"]
+    lying = json.loads((old / "eval.json").read_text())
+    (old / "eval.json").write_text(json.dumps({**lying, "dtype": "bfloat16"}))
+    assert load_evaluation(old) is None
+    assert "dtype 'bfloat16' is not what precision 'auto' gives on cpu" in capsys.readouterr().err
 
 
 def test_eval_overrides_are_checked_against_the_run_not_the_default_task():

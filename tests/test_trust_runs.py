@@ -34,6 +34,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 
 import eval as eval_cli
 import lab.evaluation.evaluate
+import lab.evaluation.runs
 import lab.training.trainer
 import sweep as sweep_cli
 import train as train_cli
@@ -81,7 +82,7 @@ def never_evaluate(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(eval_cli, "evaluate_run", refuse)
+    monkeypatch.setattr(lab.evaluation.runs, "evaluate_run", refuse)
 
 
 def test_eval_refuses_a_length_over_the_limit_before_evaluating(

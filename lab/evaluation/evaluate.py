@@ -39,7 +39,7 @@ from lab.common.config import (
 )
 from lab.common.files import linked_below, safe_folder
 from lab.common.machine import machine_info
-from lab.common.runtime import resolve_device
+from lab.common.runtime import compute_dtype, resolve_device
 from lab.evaluation.extrapolation import (
     LengthResult,
     default_lengths,
@@ -47,7 +47,7 @@ from lab.evaluation.extrapolation import (
     multiple_lengths,
 )
 from lab.evaluation.learned import LEARNED
-from lab.evaluation.order import minimal_pair_accuracy, permutation_probe
+from lab.evaluation.order import PermutationProbe, minimal_pair_accuracy, permutation_probe
 from lab.evaluation.record import EVAL_NAME, SCHEMA, SCHEMA_VERSION, inconsistency, write_eval_json
 from lab.evaluation.tensorboard import write_tensorboard
 from model import Transformer
@@ -94,7 +94,9 @@ def load_evaluation(
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
-    Current means: valid JSON that follows :data:`lab.evaluation.record.SCHEMA` and is consistent
+    Current means: valid JSON of this :data:`lab.evaluation.record.SCHEMA_VERSION` (an older
+    version is out of date and returns None without a warning) that follows
+    :data:`lab.evaluation.record.SCHEMA` and is consistent
     (:func:`lab.evaluation.record.inconsistency`; a damaged or hand-edited file, nested too deep for
     Python's JSON reader included, is treated as missing, with
     a one-line warning on stderr, so a sweep evaluates the run again and never reports it),
@@ -109,6 +111,8 @@ def load_evaluation(
         return None  # a linked folder in the run: evaluate_run refuses it by name
     try:
         result = json.loads(path.read_text())
+        if older_version(result):
+            return None  # written by an earlier version (no device and dtype): evaluate again
         jsonschema.validate(result, SCHEMA)
         problem = inconsistency(result)
     except FileNotFoundError:
@@ -127,6 +131,13 @@ def load_evaluation(
     if eval_config is not None and result.get("config", {}).get("eval") != wanted:
         return None
     return result
+
+
+def older_version(result: Any) -> bool:
+    """``result`` is an ``eval.json`` of an earlier :data:`lab.evaluation.record.SCHEMA_VERSION`
+    (an integer below it): not damaged, only out of date."""
+    version = result.get("schema_version") if isinstance(result, dict) else None
+    return isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION
 
 
 def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
@@ -237,41 +248,85 @@ def evaluate_model(
     Args:
         model: a :class:`model.Transformer` (or a module with the same forward, ``.config``
             and ``.position``) on its device.
-        config: the run's config (task, training range, seed).
-        eval_config: evaluation settings; None uses ``config.eval``.
+        config: the run's config (task, training range, seed, precision).
+        eval_config: evaluation settings; None uses ``config.eval``. Its ``precision`` (None:
+            ``config.precision``) sets the dtype of the length grid's forward passes
+            (:func:`eval_precision`).
         progress: a tqdm bar advanced once per length and once for the order probes.
 
     Returns:
         The content of ``eval.json`` (see :data:`lab.evaluation.record.SCHEMA`) with ``run_dir``
-        None.
+        None; ``device`` and ``dtype`` say where and in which dtype the length grid ran.
     """
     started = time.perf_counter()
     e = eval_config or config.eval
     d = config.data
     task = d.build_task()
     grid, lengths = evaluation_lengths(config, e, task)
-    results = []
-    for length in lengths:
-        if progress is not None:
-            progress.set_postfix_str(f"length {length}")
-        result = evaluate_length(model, task, length, e.samples, config.seed, e.batch_tokens)
-        pairs = minimal_pair_accuracy(
-            model, task, length, e.probe_samples, config.seed, e.batch_tokens
-        )
-        if pairs is not None and pairs.pair_accuracy is not None:
-            result.pairs, result.pair_accuracy = pairs.pairs, pairs.pair_accuracy
-        results.append(result)
-        if progress is not None:
-            progress.update(1)
+    precision = eval_precision(config, e)
+    results = length_results(model, task, lengths, config.seed, e, precision, progress)
     summary = summarize(results, grid, d.train_min_length, d.train_max_length, e.max_length_factor)
-    probe_length = d.train_max_length
     probe = permutation_probe(
-        model, task, probe_length, e.probe_samples, config.seed, e.batch_tokens
+        model, task, d.train_max_length, e.probe_samples, config.seed, e.batch_tokens
     )
     if probe.reason:
         summary["notes"].append(f"permutation probe: {probe.reason}")
     if progress is not None:
         progress.update(1)
+    device = next(model.parameters()).device
+    record = eval_record(config, e, grid, results, summary, probe)
+    record["eval_seconds"] = time.perf_counter() - started
+    record["device"] = str(device)
+    record["dtype"] = str(compute_dtype(device, precision)).removeprefix("torch.")
+    return record
+
+
+def eval_precision(config: Config, eval_config: EvalConfig) -> str:
+    """The precision the length grid runs in: ``eval.precision``, or the run's ``precision``
+    when it is None (one of :data:`lab.common.runtime.PRECISIONS`)."""
+    return eval_config.precision or config.precision
+
+
+def length_results(
+    model: torch.nn.Module,
+    task: Task,
+    lengths: list[int],
+    seed: int,
+    e: EvalConfig,
+    precision: str,
+    progress: tqdm | None = None,
+) -> list[LengthResult]:
+    """Exact-match and token accuracy (in ``precision``) and minimal pairs (float32) of
+    ``model`` at each of ``lengths``; ``progress`` advances once per length."""
+    results = []
+    for length in lengths:
+        if progress is not None:
+            progress.set_postfix_str(f"length {length}")
+        result = evaluate_length(
+            model, task, length, e.samples, seed, e.batch_tokens, precision=precision
+        )
+        pairs = minimal_pair_accuracy(model, task, length, e.probe_samples, seed, e.batch_tokens)
+        if pairs is not None and pairs.pair_accuracy is not None:
+            result.pairs, result.pair_accuracy = pairs.pairs, pairs.pair_accuracy
+        results.append(result)
+        if progress is not None:
+            progress.update(1)
+    return results
+
+
+def eval_record(
+    config: Config,
+    e: EvalConfig,
+    grid: list[int],
+    results: list[LengthResult],
+    summary: dict[str, Any],
+    probe: PermutationProbe,
+) -> dict[str, Any]:
+    """The ``eval.json`` dict of one evaluation (:data:`lab.evaluation.record.SCHEMA`), its
+    config holding the evaluation settings ``e``; the run's fields (``run_dir``,
+    ``train_steps``, ``reached_target``, ``checkpoint``) None, ``eval_seconds`` 0, ``device``
+    and ``dtype`` empty: :func:`evaluate_model` and :func:`evaluate_run` fill them in."""
+    d = config.data
     saved = config_to_dict(config)
     saved["eval"] = OmegaConf.to_container(OmegaConf.structured(e))
     return {
@@ -289,14 +344,16 @@ def evaluate_model(
             "permutation_tvd": probe.tvd,
             "permutation_argmax_changed": probe.argmax_changed,
             "order_blind": probe.order_blind,
-            "probe_length": probe_length,
+            "probe_length": d.train_max_length,
             "probe_samples": e.probe_samples,
         },
         "train_steps": None,
         "reached_target": None,
-        "eval_seconds": time.perf_counter() - started,
+        "eval_seconds": 0.0,
         "checkpoint": None,
         "machine": machine_info(),
+        "device": "",
+        "dtype": "",
     }
 
 
@@ -345,32 +402,13 @@ def evaluate_run(
     """
     started = time.perf_counter()
     device = resolve_device(device) if isinstance(device, str) else device
-    destination = Path(run_dir if write_to is None else write_to)
-    if root is None:
-        inside = destination == Path(run_dir) or Path(run_dir) in destination.parents
-        root = run_dir if inside else destination
-    link = linked_below(destination, root)  # checked before the work, again at the writes
-    if link is not None:
-        raise OSError(
-            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
-            f"{str(root)!r} through a link (remove or rename it)"
-        )
+    destination, root = checked_destination(run_dir, write_to, root)
     digest = checkpoint_digest(run_dir)
     config, model, state = load_run(run_dir, device)
     model = model.at_evaluation((eval_config or config.eval).position_options)
     result = evaluate_model(model, config, eval_config, progress)
-    if not state.get("finished", True):
-        result["summary"]["notes"].append(
-            f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"
-        )
+    add_training_record(result, config, state)
     result["run_dir"] = str(run_dir)
-    result["train_steps"] = state.get("step")
-    result["reached_target"] = training_reached_target(config, state)
-    if result["reached_target"] is False and state.get("finished", True):
-        result["summary"]["notes"].append(
-            f"not learned: training ended at step {state.get('step')} of {config.train.steps} "
-            f"below train.target_accuracy={config.train.target_accuracy} at some training length"
-        )
     result["eval_seconds"] = time.perf_counter() - started
     step = state.get("step")
     result["checkpoint"] = {
@@ -382,3 +420,41 @@ def evaluate_run(
     write_eval_json(result, destination)
     write_tensorboard(result, destination)
     return result
+
+
+def checked_destination(
+    run_dir: str | Path, write_to: str | Path | None, root: str | Path | None
+) -> tuple[Path, str | Path]:
+    """Where :func:`evaluate_run` writes (``write_to``, default ``run_dir``) and the folder its
+    writes stay in (``root``, default as :func:`evaluate_run` says), checked before the work.
+
+    Raises:
+        OSError: a folder from ``root`` down to the destination is a symbolic link.
+    """
+    destination = Path(run_dir if write_to is None else write_to)
+    if root is None:
+        inside = destination == Path(run_dir) or Path(run_dir) in destination.parents
+        root = run_dir if inside else destination
+    link = linked_below(destination, root)  # checked before the work, again at the writes
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(root)!r} through a link (remove or rename it)"
+        )
+    return destination, root
+
+
+def add_training_record(result: dict[str, Any], config: Config, state: dict[str, Any]) -> None:
+    """Fill ``result``'s training fields from the checkpoint ``state`` (``train_steps``,
+    ``reached_target``) and note an unfinished run, or one that ended below its target."""
+    if not state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"
+        )
+    result["train_steps"] = state.get("step")
+    result["reached_target"] = training_reached_target(config, state)
+    if result["reached_target"] is False and state.get("finished", True):
+        result["summary"]["notes"].append(
+            f"not learned: training ended at step {state.get('step')} of {config.train.steps} "
+            f"below train.target_accuracy={config.train.target_accuracy} at some training length"
+        )

@@ -71,11 +71,19 @@ def unsupported_reason(model: torch.nn.Module, tokens: int) -> str | None:
 
 
 def evaluate_length(
-    model: Transformer, task: Task, length: int, samples: int, seed: int, batch_tokens: int = 32768
+    model: Transformer,
+    task: Task,
+    length: int,
+    samples: int,
+    seed: int,
+    batch_tokens: int = 32768,
+    precision: str = "auto",
 ) -> LengthResult:
     """Teacher-forced exact-match of ``model`` on the ``samples`` test sequences at ``length``
-    (:func:`lab.common.batches.evaluation_set`: the same for every model of a seed)."""
-    return evaluate_batch(model, evaluation_set(task, seed, length, samples), batch_tokens)
+    (:func:`lab.common.batches.evaluation_set`: the same for every model of a seed), forward
+    passes in ``precision`` (:func:`lab.common.runtime.autocast`)."""
+    batch = evaluation_set(task, seed, length, samples)
+    return evaluate_batch(model, batch, batch_tokens, precision=precision)
 
 
 class EvaluationStopped(Exception):
@@ -88,8 +96,11 @@ def evaluate_batch(
     batch: Batch,
     batch_tokens: int = 32768,
     should_stop: Callable[[], bool] | None = None,
+    precision: str = "auto",
 ) -> LengthResult:
-    """Teacher-forced exact-match and per-token accuracy of ``model`` on ``batch``'s rows.
+    """Teacher-forced exact-match and per-token accuracy of ``model`` on ``batch``'s rows,
+    forward passes in ``precision`` (:func:`lab.common.runtime.autocast`: ``auto`` is bf16 on
+    CUDA, float32 elsewhere).
 
     Rows are scored in chunks of about ``batch_tokens`` tokens, so memory stays bounded at any
     length. Returns an unsupported :class:`LengthResult` (with the reason) when the position
@@ -113,7 +124,7 @@ def evaluate_batch(
             model.train(was_training)
             raise EvaluationStopped
         chunk = batch.rows(slice(start, start + rows)).to(device)
-        with autocast(device):
+        with autocast(device, precision):
             scores = score_answers(model(chunk.inputs, prefix_len=chunk.answer_start), chunk)
         hits.append(scores.exact.cpu())
         correct += int(scores.correct_tokens.sum())

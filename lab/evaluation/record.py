@@ -9,12 +9,22 @@ import math
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from lab.common.files import atomic_write
+from lab.common.runtime import compute_dtype
 from lab.evaluation.extrapolation import multiple_lengths
 
 Result = dict[str, Any]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""Version of :data:`SCHEMA`. 3 added ``device``, ``dtype`` and ``config.eval.precision``; a file
+of an older version is not current (:func:`lab.evaluation.evaluate.load_evaluation` returns
+None without a warning, so the run is evaluated again), and the cross-run reports, which read
+only the fields every version has, still read it (a committed ``results.json`` included)."""
+
+DTYPES = ("float32", "bfloat16")
+"""Values of ``dtype``: :func:`lab.common.runtime.compute_dtype` without its ``torch.`` prefix."""
 
 
 EVAL_NAME = "eval.json"
@@ -126,6 +136,8 @@ SCHEMA: dict[str, Any] = {
         "eval_seconds",
         "checkpoint",
         "machine",
+        "device",
+        "dtype",
     ],
     "additionalProperties": False,
     "properties": {
@@ -150,6 +162,17 @@ SCHEMA: dict[str, Any] = {
             "description": "where it was evaluated (lab.common.machine.machine_info): "
             "bit-identical results need the same CPU model, torch build and numeric settings",
         },
+        "device": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the torch device the model was evaluated on, e.g. cpu or cuda:0",
+        },
+        "dtype": {
+            "enum": list(DTYPES),
+            "description": "dtype of the length grid's forward passes (config.eval.precision, or "
+            "the run's precision when null, on that device); the permutation probe and the "
+            "minimal pairs run in float32",
+        },
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict
@@ -164,10 +187,10 @@ def inconsistency(result: dict[str, Any]) -> str | None:
     """What makes a schema-valid ``eval.json`` dict (:data:`SCHEMA`) unusable, in a few words, or
     None: a NaN or infinite number (JSON readers accept them), a scheme, task, seed or training
     range other than its own ``config``'s (a hand-edited file would put the run in another
-    row), lengths not strictly increasing,
-    a grid length that was not evaluated, a training range whose ends are swapped, an evaluated
-    length without its figures or with figures that disagree (a Wilson interval not around its
-    exact-match, a ``correct`` string not one character per sample or not giving the
+    row), a ``dtype`` that its ``device`` and precision do not give, lengths not strictly
+    increasing, a grid length that was not evaluated, a training range whose ends are swapped,
+    an evaluated length without its figures or with figures that disagree (a Wilson interval
+    not around its exact-match, a ``correct`` string not one character per sample or not giving the
     exact-match, pair accuracy without pairs), a figure at a multiple of the longest training
     length (``summary.at``) that is not that length's, or an in-distribution figure that is not
     the mean over the grid lengths in the training range. Reports draw error bars and pair
@@ -198,10 +221,20 @@ def inconsistency(result: dict[str, Any]) -> str | None:
     ends = [data.get("train_min_length") or low, data.get("train_max_length") or high]
     if ends != [low, high]:
         return f"train_lengths {[low, high]} are not its config's {ends}"
+    problem = _dtype_inconsistency(result)
+    if problem:
+        return problem
     for row in result["lengths"]:
         problem = _row_inconsistency(row)
         if problem:
             return f"length {row['length']}: {problem}"
+    return _summary_inconsistency(result)
+
+
+def _summary_inconsistency(result: dict[str, Any]) -> str | None:
+    """Whether ``summary.at`` holds each multiple's exact-match and ``summary.in_dist`` the mean
+    over the grid lengths in the training range (see :func:`inconsistency`), or None."""
+    config, grid, (low, high) = result["config"], result["grid_lengths"], result["train_lengths"]
     factor = (config["eval"] if isinstance(config["eval"], dict) else {}).get("max_length_factor")
     if isinstance(factor, (int, float)):
         rows = {row["length"]: row for row in result["lengths"]}
@@ -218,6 +251,25 @@ def inconsistency(result: dict[str, Any]) -> str | None:
         values = [row["exact_match"] for row in inside]
         if None in values or not values or abs(sum(values) / len(values) - in_dist) > 1e-9:
             return f"summary.in_dist={in_dist} is not the mean over the training range"
+    return None
+
+
+def _dtype_inconsistency(result: dict[str, Any]) -> str | None:
+    """Whether ``dtype`` is what ``device`` and the precision in ``config`` give (see
+    :data:`SCHEMA`), in a few words, or None."""
+    config = result["config"]
+    evaluation = config["eval"] if isinstance(config["eval"], dict) else {}
+    precision = evaluation.get("precision") or config.get("precision", "auto")
+    try:
+        expected = compute_dtype(torch.device(result["device"]), precision)
+    except (RuntimeError, ValueError, TypeError):
+        return f"device {result['device']!r} with precision {precision!r} is not a known setting"
+    expected_name = str(expected).removeprefix("torch.")
+    if result["dtype"] != expected_name:
+        return (
+            f"dtype {result['dtype']!r} is not what precision {precision!r} gives on "
+            f"{result['device']} ({expected_name!r})"
+        )
     return None
 
 

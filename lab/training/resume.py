@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.common.checkpoint import load_checkpoint, load_model_state
 from lab.common.config import (
@@ -21,9 +21,7 @@ from lab.common.config import (
     with_overrides,
 )
 from lab.common.runtime import restore_rng
-
-if TYPE_CHECKING:
-    from lab.training.trainer import Run
+from lab.training.run import Run
 
 
 def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:

@@ -1,0 +1,93 @@
+"""Evaluating the runs ``eval.py`` is given: each run's plan (its overrides checked against its
+saved config, where its ``eval.json`` goes) before any work, then the evaluations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from tqdm import tqdm
+
+from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
+from lab.common.config import Config, ConfigError, EvalConfig, with_overrides
+from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
+from lab.evaluation.record import EVAL_NAME
+
+RUN_ERRORS = (ConfigError, OSError, ValueError)
+"""What a bad value or a broken run raises (one line each): one run fails, not the command."""
+
+
+class Plan(NamedTuple):
+    """One run to evaluate: its folder, its evaluation settings, the folder for its
+    ``eval.json`` and the progress steps it takes (one per length, one for the order probes)."""
+
+    run: Path
+    eval_config: EvalConfig
+    write_to: Path
+    steps: int
+
+
+def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, given: str) -> Plan:
+    """Check ``overrides`` against the saved ``config`` of ``run`` as ``train.py`` checks a new
+    run (every length against :data:`lab.common.config.MAX_TOKENS`, the task's shortest length, the
+    scheme's evaluable options) and where its ``eval.json`` goes (``out`` mirrors the runs'
+    paths below ``given``; None writes into the run), creating nothing.
+
+    Raises:
+        ConfigError, ValueError: a value this run cannot be evaluated with (one line).
+        OSError: the folder cannot be written, or ``--out`` is another run's folder (its
+            ``eval.json`` would be replaced).
+    """
+    eval_config = apply_eval_overrides(config.eval, overrides)
+    with_overrides(config, overrides)  # the whole-config checks (lengths, table sizes)
+    config.model.at_evaluation(eval_config.position_options)  # evaluable options only
+    steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
+    write_to = run if out is None else out / run.relative_to(given)
+    if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):
+        raise OSError(
+            f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
+            "would be replaced: give --out a folder of its own"
+        )
+    link = linked_below(write_to, out) if out is not None else None
+    if link is not None:  # refused here, before any run is evaluated (again at the writes)
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; writes never leave "
+            f"{str(out)!r} through a link (remove or rename it)"
+        )
+    check_not_folders(write_to, [EVAL_NAME])
+    return Plan(run, eval_config, writable_folder(write_to, create=False), steps)
+
+
+def evaluate_plans(
+    plans: list[Plan],
+    device: torch.device,
+    progress: tqdm,
+    out: Path | None,
+    on_error: Callable[[Exception, Path], Any],
+) -> list[dict[str, Any]]:
+    """Evaluate every plan in order (:func:`lab.evaluation.evaluate.evaluate_run`), writing each
+    ``eval.json``; a run that fails with one of :data:`RUN_ERRORS` is passed to
+    ``on_error(error, run)`` and the others go on.
+
+    Args:
+        plans: from :func:`plan_run`.
+        device: where to evaluate.
+        progress: the bar, named after the run being evaluated.
+        out: ``--out`` (the folder no write leaves through a link), None when each run's
+            files go into the run (its own folder is then that folder).
+
+    Returns:
+        The ``eval.json`` dicts of the runs evaluated, in plan order.
+    """
+    results = []
+    for run, eval_config, write_to, _ in plans:
+        progress.set_description(run.name)
+        try:
+            root = out if out is not None else run  # writes never follow a link out of it
+            results.append(evaluate_run(run, eval_config, device, progress, write_to, root=root))
+        except RUN_ERRORS as error:
+            on_error(error, run)
+    return results
