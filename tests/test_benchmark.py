@@ -10,6 +10,7 @@ import torch
 
 import bench
 from lab.bench import report as bench_report
+from lab.bench import run as bench_run
 from lab.bench.baselines import XTRANSFORMERS_OPTIONS, baselines, library_versions
 from lab.bench.benchmark import (
     flops_per_token,
@@ -203,7 +204,7 @@ def test_ctrl_c_during_a_benchmark_writes_nothing(tmp_path, monkeypatch, capsys)
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "run_benchmark", interrupted)
+    monkeypatch.setattr(bench_run, "run_benchmark", interrupted)
     out = tmp_path / "bench.json"
     assert bench.main(["--out", str(out), "--threads", "1"]) == 130
     assert not out.exists()
