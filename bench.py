@@ -49,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in PROGRAMS:
         return import_module(PROGRAMS[argv[0]][0]).main(argv[1:])
+    misplaced = [arg for arg in argv if arg in PROGRAMS]
+    if misplaced:
+        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
+        print(
+            f"error: {misplaced[0]} must be the first argument: python bench.py {misplaced[0]} "
+            f"{usage}",
+            file=sys.stderr,
+        )
+        return 2
     args = build_parser().parse_args(argv)
     try:
         device, lengths, schemes, out, libraries = check_arguments(args)
@@ -85,12 +94,6 @@ def check_arguments(args: argparse.Namespace) -> tuple:
     Raises:
         ValueError, OSError: one line naming the flag, its value and what is allowed.
     """
-    misplaced = [flag for flag in PROGRAMS if getattr(args, flag[2:].replace("-", "_"))]
-    if misplaced:
-        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
-        raise ValueError(
-            f"{misplaced[0]} must be the first argument: python bench.py {misplaced[0]} {usage}"
-        )
     try:
         lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
     except ValueError:

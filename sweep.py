@@ -62,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in PROGRAMS:
         return import_module(PROGRAMS[argv[0]][0]).main(argv[1:])
+    misplaced = [arg for arg in argv if arg in PROGRAMS]
+    if misplaced:
+        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
+        print(
+            f"error: {misplaced[0]} must be the first argument: python sweep.py {misplaced[0]} "
+            f"{usage}",
+            file=sys.stderr,
+        )
+        return 2
     args = build_parser().parse_intermixed_args(argv)
     try:
         sweep, specs = plan(args)
@@ -104,12 +113,6 @@ def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:
     Raises:
         ConfigError, OSError, ValueError: one line naming the value and what is allowed.
     """
-    misplaced = [flag for flag in PROGRAMS if getattr(args, flag[2:])]
-    if misplaced:
-        raise ConfigError(
-            f"{misplaced[0]} must be the first argument: python sweep.py {misplaced[0]} "
-            f"{PROGRAMS[misplaced[0]][1].split(':')[0]}"
-        )
     if args.config and args.quick:
         raise ConfigError("give --config or --quick, not both")
     if not 0 <= args.workers <= MAX_WORKERS:
