@@ -297,7 +297,6 @@ def run_benchmark(
     Raises:
         ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
     """
-    check_schemes(schemes or [])
     entries = _entries(config, schemes, baselines)
     peak = matmul_peak_flops(device, compute_dtype(device, precision))
     train, evals = _timed_rows(
@@ -314,7 +313,6 @@ def run_benchmark(
         compile,
         progress,
     )
-    nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
     return {
         **environment(device),
         "model": asdict(config),
@@ -327,7 +325,7 @@ def run_benchmark(
         "eval_repeats": max(5, repeats // 2),
         "batch_tokens": batch_tokens,
         "matmul_peak_gflops": peak / 1e9,
-        "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
+        "train": train,
         "eval": evals,
     }
 
@@ -354,7 +352,12 @@ def _entries(
 ) -> list[Entry]:
     """The models :func:`run_benchmark` times: ``none`` and ``schemes`` (default: every
     registered scheme) in registration order, then the ``baselines`` (with ``schemes``, those
-    that match one of them)."""
+    that match one of them).
+
+    Raises:
+        ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
+    """
+    check_schemes(schemes or [])
     known = available_schemes()
     positions = [name for name in known if name == "none" or name in (schemes or known)]
     # with a subset of schemes, only the baselines that match one of them
@@ -377,8 +380,9 @@ def _timed_rows(
     compile: bool,
     progress: Callable[[str], None],
 ) -> tuple[list[dict], list[dict]]:
-    """``(training rows, evaluation rows)`` of every entry (:func:`training_rows`, then
-    :func:`eval_rows` at each length in turn, ``max(5, repeats // 2)`` rounds)."""
+    """``(training rows, evaluation rows)`` of every entry (:func:`training_rows`, each with
+    its ``vs_none``: its tokens/s over our ``none``'s; then :func:`eval_rows` at each length in
+    turn, ``max(5, repeats // 2)`` rounds)."""
     # every model of one class shares the code of its forward; dynamo compiles it for each
     # instance and, past its recompile_limit (8), would run the rest eagerly with only a
     # warning: each phase starts from empty caches with room for all, and a miss is an error
@@ -403,7 +407,8 @@ def _timed_rows(
                 compile,
                 progress,
             )
-    return train, evals
+    nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
+    return [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train], evals
 
 
 def training_rows(
