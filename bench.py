@@ -5,8 +5,8 @@ d_model 128, 4 layers, 4 heads, d_ff 512, sequence 64, batch 64; fp32 on CPU unl
 ``--precision bf16``) and at the default ablation's size, plus evaluation tokens/s and peak
 memory at lengths 64 to 4096.
 Prints tables and writes ``bench.json``. Numbers are medians; the machine is noisy.
-``python bench.py --publish BENCH_JSON`` prints the tables of a saved run; ``python bench.py
---block-sweep`` times the blocked attention path's block size.
+``python bench.py --publish BENCH_JSON`` files a run's results into ``docs/`` and rewrites the
+benchmark pages; ``python bench.py --block-sweep`` times the blocked attention path's block size.
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
@@ -33,7 +33,8 @@ STOPPED = "nothing was written (bench.json is written whole at the end)"
 PROGRAMS = {
     "--publish": (
         "lab.bench.report",
-        "BENCH_JSON: print the tables of a bench.py JSON (those of docs/) (--publish --help)",
+        "[--check] [BENCH_JSON ...]: file bench.py results into docs/ and rewrite the "
+        "benchmark pages (--publish --help)",
     ),
     "--block-sweep": (
         "lab.bench.block_sweep",

@@ -45,8 +45,8 @@ STOPPED = (
 PROGRAMS = {
     "--publish": (
         "lab.reporting.readme",
-        "[RUNS_DIR] [--suite DIR] [--suite-quick DIR] [--check]: copy finished sweeps' results "
-        "into docs/ and rewrite the README's results sections (--publish --help)",
+        "[RUNS_DIR] [--suite DIR ...] [--check]: copy finished sweeps' results into docs/ and "
+        "rewrite the result pages and the README's generated parts (--publish --help)",
     ),
     "--compare": (
         "lab.reporting.reproducibility",
