@@ -5,6 +5,8 @@ d_model 128, 4 layers, 4 heads, d_ff 512, sequence 64, batch 64; fp32 on CPU unl
 ``--precision bf16``) and at the default ablation's size, plus evaluation tokens/s and peak
 memory at lengths 64 to 4096.
 Prints tables and writes ``bench.json``. Numbers are medians; the machine is noisy.
+``python bench.py --publish BENCH_JSON`` files a run's results into ``docs/`` and rewrites the
+benchmark pages; ``python bench.py --block-sweep`` times the blocked attention path's block size.
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
@@ -15,30 +17,106 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
 import argparse
 import json
 import sys
+from importlib import import_module
 
-import torch
-
-from lab.bench.baselines import LIBRARIES, Baseline, baselines, library_versions
-from lab.bench.benchmark import (
-    ABLATION,
-    STANDARD,
-    STANDARD_LENGTH,
-    check_counts,
-    check_schemes,
-    ours_vs_theirs,
-    run_benchmark,
-)
+from lab.bench.baselines import LIBRARIES, baselines, library_versions
+from lab.bench.benchmark import STANDARD, check_counts, check_schemes
+from lab.bench.run import measure
 from lab.common.files import atomic_write, output_file
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
-from lab.reporting.tables import format_table
 
 STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see
 :func:`lab.common.signals.run_main`)."""
 
+PROGRAMS = {
+    "--publish": (
+        "lab.bench.report",
+        "[--check] [BENCH_JSON ...]: file bench.py results into docs/ and rewrite the "
+        "benchmark pages (--publish --help)",
+    ),
+    "--block-sweep": (
+        "lab.bench.block_sweep",
+        "[--device D] [--pairs P] [--lengths L] [--out F]: time the blocked attention path's "
+        "block size against NoPE (--block-sweep --help)",
+    ),
+}
+"""Flags that run another program: given first, the rest of the command line goes to that
+module's ``main(argv)`` and its exit code is this program's."""
+
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PROGRAMS:
+        return import_module(PROGRAMS[argv[0]][0]).main(argv[1:])
+    misplaced = [arg for arg in argv if arg in PROGRAMS]
+    if misplaced:
+        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
+        print(
+            f"error: {misplaced[0]} must be the first argument: python bench.py {misplaced[0]} "
+            f"{usage}",
+            file=sys.stderr,
+        )
+        return 2
+    args = build_parser().parse_args(argv)
+    try:
+        device, lengths, schemes, out, libraries = check_arguments(args)
+        peers = baselines(STANDARD, libraries)
+    except (ValueError, ImportError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        results = measure(
+            device,
+            lengths,
+            schemes,
+            peers,
+            batch=args.batch,
+            batch_tokens=args.batch_tokens,
+            repeats=args.repeats,
+            precision=args.precision,
+            compile=args.compile,
+        )
+        results["peer_versions"] = library_versions(libraries)
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.common.signals)
+        print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
+        return exit_code(stop)  # 128 + the signal: 143 for SIGTERM, not always 130
+    atomic_write(out, json.dumps(results, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def check_arguments(args: argparse.Namespace) -> tuple:
+    """Check the arguments before minutes of timing, set the threads, and return ``(device,
+    lengths, schemes, out, libraries)``: the device, the evaluation lengths, the schemes asked
+    for (empty: all), the output path, and the peer libraries asked for.
+
+    Raises:
+        ValueError, OSError: one line naming the flag, its value and what is allowed.
+    """
+    try:
+        lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
+    except ValueError:
+        raise ValueError(
+            f"--lengths={args.lengths!r} is not a comma-separated list of integers"
+        ) from None
+    counts = {"--repeats": [args.repeats], "--batch": [args.batch], "--lengths": lengths}
+    counts |= {"--batch-tokens": [args.batch_tokens], "--threads": [args.threads]}
+    check_counts(counts)
+    device = resolve_device(args.device)
+    configure_threads(args.threads)
+    check_precision(args.precision)
+    schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
+    check_schemes(schemes, "--schemes")
+    out = output_file(args.out)  # checked before minutes of timing, not after
+    libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
+    return device, lengths, schemes, out, libraries
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``bench.py`` (the flags of :data:`PROGRAMS` are listed, and handled
+    before parsing)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -86,106 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         "and Llama; needs transformers), x-transformers (each position option that matches one "
         "of ours; needs x-transformers); a comma-separated list, default: both",
     )
-    args = parser.parse_args(argv)
-    try:
-        try:
-            lengths = list(dict.fromkeys(int(n) for n in args.lengths.split(",") if n.strip()))
-        except ValueError:
-            raise ValueError(
-                f"--lengths={args.lengths!r} is not a comma-separated list of integers"
-            ) from None
-        counts = {"--repeats": [args.repeats], "--batch": [args.batch], "--lengths": lengths}
-        counts |= {"--batch-tokens": [args.batch_tokens], "--threads": [args.threads]}
-        check_counts(counts)
-        device = resolve_device(args.device)
-        configure_threads(args.threads)
-        check_precision(args.precision)
-        schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
-        check_schemes(schemes, "--schemes")
-        out = output_file(args.out)  # checked before minutes of timing, not after
-        libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
-        peers = baselines(STANDARD, libraries)
-    except (ValueError, ImportError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    try:
-        results = measure(args, device, lengths, schemes, peers)
-        results["peer_versions"] = library_versions(libraries)
-    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.common.signals)
-        print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
-        return exit_code(stop)  # 128 + the signal: 143 for SIGTERM, not always 130
-    atomic_write(out, json.dumps(results, indent=2))
-    print(f"\nwrote {args.out}")
-    return 0
-
-
-def measure(
-    args: argparse.Namespace,
-    device: torch.device,
-    lengths: list[int],
-    schemes: list[str],
-    peers: list[Baseline],
-) -> dict:
-    """Run the benchmark at both sizes, print its tables, and return the results by size."""
-    results = {}
-    for name, config, batch, seq_len, eval_lengths, others in (
-        ("standard", STANDARD, args.batch, STANDARD_LENGTH, lengths, peers),
-        ("ablation", ABLATION, args.batch, 24, [], None),
-    ):
-        results[name] = run_benchmark(
-            config,
-            batch,
-            seq_len,
-            eval_lengths,
-            args.batch_tokens,
-            device,
-            args.repeats,
-            others,
-            args.precision,
-            args.compile,
-            schemes,
-            lambda line, name=name: print(f"{name}: {line}", file=sys.stderr, flush=True),
-        )
-        r = results[name]
-        print(
-            f"\n{name}: {r['device_name']}, {r['threads']} threads, torch {r['torch']}, "
-            f"{r['precision']}{', compiled' if r['compile'] else ''}, "
-            f"matmul peak {r['matmul_peak_gflops']:.1f} GFLOP/s, batch {batch} x {seq_len}"
-        )
-        rows = [
-            [
-                t["name"],
-                f"{t['tokens_per_s']:,.0f}",
-                f"{t['step_ms']:.1f}",
-                f"{t['mfu']:.1%}",
-                f"{t['vs_none']:.2f}",
-            ]
-            for t in r["train"]
-        ]
-        print(format_table(["model", "train tok/s", "step ms", "MFU", "vs none"], rows))
-        if r["eval"]:
-            rows = [
-                [
-                    e["name"],
-                    str(e["length"]),
-                    str(e["batch"]),
-                    f"{e['tokens_per_s']:,.0f}",
-                    f"{e['peak_mib']:.0f}",
-                ]
-                for e in r["eval"]
-            ]
-            print(format_table(["model", "length", "batch", "eval tok/s", "peak MiB"], rows))
-        pairs = ours_vs_theirs(r)
-        if pairs:
-            heads = ["scheme", "baseline", "train"] + [f"eval {n}" for n in eval_lengths]
-            rows = [
-                [p["position"], p["baseline"], f"{p['train']:.2f}"]
-                + [f"{p['eval'][n]:.2f}" for n in eval_lengths]
-                for p in pairs
-            ]
-            print("\nours / theirs (tokens/s, same run):")
-            print(format_table(heads, rows))
-    return results
+    others = parser.add_argument_group("other programs (the first argument; the rest is theirs)")
+    for flag, (_, text) in PROGRAMS.items():
+        others.add_argument(flag, action="store_true", help=text)
+    return parser
 
 
 if __name__ == "__main__":

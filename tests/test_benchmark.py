@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import one_error_line
 
 import bench
 from lab.bench import report as bench_report
+from lab.bench import run as bench_run
 from lab.bench.baselines import XTRANSFORMERS_OPTIONS, baselines, library_versions
 from lab.bench.benchmark import (
     flops_per_token,
@@ -228,8 +230,25 @@ def test_ctrl_c_during_a_benchmark_writes_nothing(tmp_path, monkeypatch, capsys)
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "run_benchmark", interrupted)
+    monkeypatch.setattr(bench_run, "run_benchmark", interrupted)
     out = tmp_path / "bench.json"
     assert bench.main(["--out", str(out), "--threads", "1"]) == 130
     assert not out.exists()
     assert capsys.readouterr().err.strip() == f"interrupted: nothing written to {out}"
+
+
+def test_other_programs_are_flags_of_bench_py(capsys, tmp_path):
+    """``--publish`` and ``--block-sweep`` hand the rest of the command line to their program."""
+    assert "--publish" in bench.build_parser().format_help()
+    assert "--block-sweep" in bench.build_parser().format_help()
+    assert bench.main(["--publish", "--help"]) == 0
+    assert "BENCH_JSON" in capsys.readouterr().out.splitlines()[0]
+    assert bench.main(["--publish", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in one_error_line(capsys)
+    with pytest.raises(SystemExit) as done:
+        bench.main(["--block-sweep", "--help"])
+    assert done.value.code == 0 and "--pairs" in capsys.readouterr().out
+    assert bench.main(["--block-sweep", "--schemes", "none", "--out", str(tmp_path / "b")]) == 2
+    assert "must name schemes other than none" in one_error_line(capsys)
+    assert bench.main(["--threads", "1", "--publish", "bench.json"]) == 2
+    assert "--publish must be the first argument" in one_error_line(capsys)

@@ -133,12 +133,13 @@ def test_bench_stopped_by_a_signal_exits_with_128_plus_it(tmp_path, monkeypatch,
     """``bench.py`` caught the stop itself and returned 130 whatever the signal (SIGTERM from
     ``timeout`` gave 130, not 143)."""
     import bench
+    from lab.bench import run
     from lab.common.signals import Stopped
 
     def stopped(*args, **kwargs):
         raise Stopped(signum)
 
-    monkeypatch.setattr(bench, "run_benchmark", stopped)
+    monkeypatch.setattr(run, "run_benchmark", stopped)
     out = tmp_path / "bench.json"
     assert bench.main(["--out", str(out), "--threads", "1"]) == 128 + signum
     assert not out.exists()

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SWEEP_TINY
+from conftest import SWEEP_TINY, one_error_line
 
 import sweep
+from data import available_tasks
 from lab.common.config import ConfigError, load_config
 from lab.sweeps.sweep import expand, load_sweep
+from model.position import available_schemes
 
 TINY = SWEEP_TINY
 CONFIG = str(Path(__file__).parents[1] / "configs" / "quick.yaml")
@@ -201,6 +203,61 @@ def test_changed_evaluation_or_runtime_settings_only_reevaluate(finished, tmp_pa
 def test_repeated_grid_values_are_one_run():
     runs = expand(load_sweep(CONFIG, ["position=rope,rope,alibi", "task=svo", "seed=0,0"]))
     assert [r.name for r in runs] == ["rope-svo-seed0", "alibi-svo-seed0"]
+
+
+@pytest.mark.parametrize(
+    ("key", "registry", "other"),
+    [("task", available_tasks, "position=rope"), ("model.position", available_schemes, "task=svo")],
+)
+def test_all_is_every_registered_name_in_registry_order(key, registry, other, tmp_path):
+    """``task=all`` on the command line, or ``data.task: all`` in a sweep file, gives exactly
+    the runs of the registry's names listed by hand: same folders, same settings, same order."""
+    by_hand = expand(load_sweep(CONFIG, [f"{key}={','.join(registry())}", other, "seed=0"]))
+    runs = expand(load_sweep(CONFIG, [f"{key}=all", other, "seed=0"]))
+    assert [(r.name, r.overrides) for r in runs] == [(r.name, r.overrides) for r in by_hand]
+    assert len(runs) == len(registry())
+    files = {}
+    for value in ("all", f"[{', '.join(registry())}]"):
+        files[value] = tmp_path / f"{len(files)}.yaml"
+        files[value].write_text(f"out_dir: runs/x\ngrid:\n  {key}: {value}\n  seed: [0]\n")
+    runs, by_hand = (expand(load_sweep(file, [other])) for file in files.values())
+    assert [(r.name, r.overrides) for r in runs] == [(r.name, r.overrides) for r in by_hand]
+    assert len(runs) == len(registry())
+
+
+def test_all_with_other_values_and_on_other_keys():
+    runs = expand(load_sweep(CONFIG, ["task=copy,all", "position=rope", "seed=0"]))
+    tasks = [r.name.split("-")[1] for r in runs]
+    assert tasks == ["copy", *(t for t in available_tasks() if t != "copy")]  # in place, once
+    with pytest.raises(ConfigError, match="all"):  # 'all' means something for tasks and schemes
+        load_sweep(CONFIG, ["seed=all"])
+
+
+@pytest.mark.parametrize("name", ["suite.yaml", "suite_quick.yaml"])
+def test_the_suite_files_take_their_tasks_from_the_registry(name):
+    """A new task joins the suite without an edit of the suite files."""
+    sweep_file = load_sweep(Path(CONFIG).parent / name)
+    assert sweep_file.grid["data.task"] == list(available_tasks())
+    assert "all" in (Path(CONFIG).parent / name).read_text()
+
+
+def test_other_programs_are_flags_of_sweep_py(capsys):
+    """``--publish`` and ``--compare`` hand the rest of the command line to their program."""
+    assert "--publish" in sweep.build_parser().format_help()
+    assert "--compare" in sweep.build_parser().format_help()
+    with pytest.raises(SystemExit) as done:
+        sweep.main(["--compare", "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python sweep.py --compare")
+    with pytest.raises(SystemExit) as done:
+        sweep.main(["--publish", "--help"])
+    assert done.value.code == 0 and "--check" in capsys.readouterr().out
+    assert sweep.main(["--publish", "/no/such/folder"]) == 2
+    assert "/no/such/folder" in one_error_line(capsys)
+    assert sweep.main(["--compare", "/no/such/a.json", "/no/such/b.json"]) == 2
+    assert "/no/such/a.json" in one_error_line(capsys)
+    assert sweep.main(["--quick", "--publish", "runs/x"]) == 2
+    assert "--publish must be the first argument" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize(

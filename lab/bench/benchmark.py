@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -296,14 +297,92 @@ def run_benchmark(
     Raises:
         ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
     """
+    entries = _entries(config, schemes, baselines)
+    peak = matmul_peak_flops(device, compute_dtype(device, precision))
+    train, evals = _timed_rows(
+        entries,
+        config,
+        batch,
+        seq_len,
+        eval_lengths,
+        batch_tokens,
+        device,
+        peak,
+        repeats,
+        precision,
+        compile,
+        progress,
+    )
+    return {
+        **environment(device),
+        "model": asdict(config),
+        "batch": batch,
+        "seq_len": seq_len,
+        "precision": precision,
+        "compile": compile,
+        "timing": TIMING,
+        "repeats": repeats,
+        "eval_repeats": max(5, repeats // 2),
+        "batch_tokens": batch_tokens,
+        "matmul_peak_gflops": peak / 1e9,
+        "train": train,
+        "eval": evals,
+    }
+
+
+TIMING = (
+    "interleaved rounds, shuffled order, medians; evaluation: an untimed pass before each timed one"
+)
+"""How :func:`run_benchmark` times, as its results say."""
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    """Where a benchmark ran: ``device``, ``device_name``, ``threads``, ``torch``, ``python``."""
+    return {
+        "device": str(device),
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+    }
+
+
+def _entries(
+    config: ModelConfig, schemes: list[str] | None, baselines: list[Baseline] | None
+) -> list[Entry]:
+    """The models :func:`run_benchmark` times: ``none`` and ``schemes`` (default: every
+    registered scheme) in registration order, then the ``baselines`` (with ``schemes``, those
+    that match one of them).
+
+    Raises:
+        ValueError: an unknown scheme in ``schemes`` (one line naming the known ones).
+    """
     check_schemes(schemes or [])
     known = available_schemes()
     positions = [name for name in known if name == "none" or name in (schemes or known)]
     # with a subset of schemes, only the baselines that match one of them
     baselines = [b for b in baselines or [] if not schemes or b.position in positions]
     entries = [Entry(p, p, False, our_model(config, p)) for p in positions]
-    entries += [Entry(b.name, b.position, True, b.build) for b in baselines]
-    peak = matmul_peak_flops(device, compute_dtype(device, precision))
+    return entries + [Entry(b.name, b.position, True, b.build) for b in baselines]
+
+
+def _timed_rows(
+    entries: list[Entry],
+    config: ModelConfig,
+    batch: int,
+    seq_len: int,
+    eval_lengths: list[int],
+    batch_tokens: int,
+    device: torch.device,
+    peak: float,
+    repeats: int,
+    precision: str,
+    compile: bool,
+    progress: Callable[[str], None],
+) -> tuple[list[dict], list[dict]]:
+    """``(training rows, evaluation rows)`` of every entry (:func:`training_rows`, each with
+    its ``vs_none``: its tokens/s over our ``none``'s; then :func:`eval_rows` at each length in
+    turn, ``max(5, repeats // 2)`` rounds)."""
     # every model of one class shares the code of its forward; dynamo compiles it for each
     # instance and, past its recompile_limit (8), would run the rest eagerly with only a
     # warning: each phase starts from empty caches with room for all, and a miss is an error
@@ -329,26 +408,7 @@ def run_benchmark(
                 progress,
             )
     nope = next(t["tokens_per_s"] for t in train if t["position"] == "none" and not t["baseline"])
-    return {
-        "device": str(device),
-        "device_name": device_name(device),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-        "model": asdict(config),
-        "batch": batch,
-        "seq_len": seq_len,
-        "precision": precision,
-        "compile": compile,
-        "timing": "interleaved rounds, shuffled order, medians; evaluation: an untimed pass "
-        "before each timed one",
-        "repeats": repeats,
-        "eval_repeats": eval_repeats,
-        "batch_tokens": batch_tokens,
-        "matmul_peak_gflops": peak / 1e9,
-        "train": [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train],
-        "eval": evals,
-    }
+    return [{**t, "vs_none": t["tokens_per_s"] / nope} for t in train], evals
 
 
 def training_rows(

@@ -58,51 +58,75 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     for ax in axes[len(tasks) :]:  # the last row's empty cells
         figure.delaxes(ax)
     for ax, task in zip(axes, tasks, strict=False):
-        runs = [r for r in results if r["task"] == task]
-        lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
-        ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
-        for high in sorted(set(highs)):
-            ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
-        by_scheme: dict[str, list[dict]] = defaultdict(list)
-        for r in runs:  # learned runs are averaged; each not-learned run is a line of its own
-            by_scheme[scheme_label(r) if is_learned(r) else _not_learned_label(r)].append(r)
-        for name, group in sorted(by_scheme.items(), key=lambda item: _line_order(item, labels)):
-            scheme = scheme_label(group[0])
-            points: dict[int, list[dict]] = defaultdict(list)
-            for r in group:
-                for row in r["lengths"]:
-                    if row["supported"]:
-                        points[row["length"]].append(row)
-            xs = sorted(points)
-            means, below, above = [], [], []
-            for x in xs:
-                values = [p["exact_match"] for p in points[x]]
-                mean = sum(values) / len(values)
-                interval = t_interval(values)  # over seeds; None bounds for one run
-                if interval.low is None:  # one run: its 95% Wilson interval
-                    low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
-                else:
-                    low, high = max(0.0, interval.low), min(1.0, interval.high)
-                means.append(mean)
-                below.append(mean - low)
-                above.append(high - mean)
-            learned = is_learned(group[0])
-            label = name if len(group) == 1 else f"{name} (mean of {len(group)})"
-            ax.errorbar(
-                xs,
-                means,
-                yerr=[below, above] if learned else None,
-                marker="o" if learned else "x",
-                linestyle="-" if learned else ":",
-                capsize=3,
-                label=label,
-                color=colors[scheme],
-            )
-        ax.set(
-            title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02)
+        _task_panel(ax, task, [r for r in results if r["task"] == task], labels, colors)
+    _legend(figure)
+    if path is not None:
+        with atomic_writer(path) as file:
+            figure.savefig(file, format="png", dpi=120)
+    return figure
+
+
+def _task_panel(
+    ax: Any, task: str, runs: list[dict[str, Any]], labels: list[str], colors: dict[str, str]
+) -> None:
+    """Draw one task's panel: the shaded training range, a dashed line at each longest
+    training length, and a line per scheme (learned runs) or per not-learned run, in the
+    order of ``labels``."""
+    lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
+    ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
+    for high in sorted(set(highs)):
+        ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
+    by_scheme: dict[str, list[dict]] = defaultdict(list)
+    for r in runs:  # learned runs are averaged; each not-learned run is a line of its own
+        by_scheme[scheme_label(r) if is_learned(r) else _not_learned_label(r)].append(r)
+    for name, group in sorted(by_scheme.items(), key=lambda item: _line_order(item, labels)):
+        xs, means, below, above = _mean_and_interval(group)
+        learned = is_learned(group[0])
+        label = name if len(group) == 1 else f"{name} (mean of {len(group)})"
+        ax.errorbar(
+            xs,
+            means,
+            yerr=[below, above] if learned else None,
+            marker="o" if learned else "x",
+            linestyle="-" if learned else ":",
+            capsize=3,
+            label=label,
+            color=colors[scheme_label(group[0])],
         )
+    ax.set(title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02))
+
+
+def _mean_and_interval(
+    group: list[dict[str, Any]],
+) -> tuple[list[int], list[float], list[float], list[float]]:
+    """``(lengths, mean exact-match, mean - low, high - mean)`` over the runs of ``group`` at
+    each length they all support: the 95% Wilson interval for one run, the 95% t-interval over
+    seeds (clipped to [0, 1]) for several."""
+    points: dict[int, list[dict]] = defaultdict(list)
+    for r in group:
+        for row in r["lengths"]:
+            if row["supported"]:
+                points[row["length"]].append(row)
+    xs = sorted(points)
+    means, below, above = [], [], []
+    for x in xs:
+        values = [p["exact_match"] for p in points[x]]
+        mean = sum(values) / len(values)
+        interval = t_interval(values)  # over seeds; None bounds for one run
+        if interval.low is None:  # one run: its 95% Wilson interval
+            low, high = points[x][0]["exact_match_low"], points[x][0]["exact_match_high"]
+        else:
+            low, high = max(0.0, interval.low), min(1.0, interval.high)
+        means.append(mean)
+        below.append(mean - low)
+        above.append(high - mean)
+    return xs, means, below, above
+
+
+def _legend(figure: Figure) -> None:
+    """One legend for all panels, below them (each label once, the last panel's handle)."""
     handles: dict[str, Any] = {}
-    for ax in figure.axes:  # one legend for all panels, below them
+    for ax in figure.axes:
         handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
     figure.legend(
         list(handles.values()),
@@ -113,7 +137,3 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
         title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)",
         title_fontsize="small",
     )
-    if path is not None:
-        with atomic_writer(path) as file:
-            figure.savefig(file, format="png", dpi=120)
-    return figure

@@ -5,11 +5,9 @@ and findings hold on both (robust) or on one only (not robust).
 Floating-point kernels round differently on different CPUs (MKL and ATen dispatch by
 processor), so a seeded run is bit-identical only on the same CPU model, torch build and
 settings (:mod:`lab.common.machine`); on another machine the honest claim is "within the seed
-spread",
-and this module measures it. Usage::
+spread", and this module measures it. Usage::
 
-    python -m lab.reporting.reproducibility A/results.json B/results.json --labels "AMD" "Intel"
-    [--out F]
+    python sweep.py --compare A/results.json B/results.json --labels "AMD" "Intel" [--out F]
 """
 
 from __future__ import annotations
@@ -194,7 +192,11 @@ def read_results(path: Path) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """CLI of ``python sweep.py --compare``: print (and with ``--out`` write) the comparison
+    page; 2 and one line on stderr for a file that is not a sweep's ``results.json``."""
+    parser = argparse.ArgumentParser(
+        prog="python sweep.py --compare", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("results", nargs=2, type=Path, help="two results.json files")
     parser.add_argument("--labels", nargs=2, default=["A", "B"], help="the two machines' names")
     parser.add_argument("--out", type=Path, help="write the Markdown page here")

@@ -35,6 +35,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from data import available_tasks
 from lab.common.config import (
     Config,
     ConfigError,
@@ -47,6 +48,7 @@ from lab.common.config import (
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from model import ModelConfig
+from model.position import available_schemes
 
 ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
@@ -102,13 +104,65 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
 
     An override ``key=a,b,c`` makes ``key`` a grid axis with those values; ``key=a`` sets one
     value (replacing a grid axis of that key). ``position`` and ``task`` are short for
-    ``model.position`` and ``data.task``; ``out_dir=...`` moves the sweep.
+    ``model.position`` and ``data.task``; ``out_dir=...`` moves the sweep. The grid value
+    ``all`` of ``data.task`` or ``model.position`` (in the file or on the command line,
+    ``task=all``) stands for every registered task or scheme, in registry order
+    (:data:`EVERY`).
 
     Raises:
         ConfigError: missing file, unknown section, bad override, or a run config that does not
             validate (one line, naming the key).
     """
-    path = Path(path)
+    sweep = _read_sweep_file(Path(path))
+    for item in overrides:
+        _apply_override(sweep, item)
+    if not sweep.out_dir.strip():
+        raise ConfigError(
+            f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
+        )
+    if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
+        raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
+    sweep.grid = {
+        key: list(dict.fromkeys(_every(key, values))) for key, values in sweep.grid.items()
+    }
+    for key in sweep.grid:
+        if key.startswith("eval.") and not key.startswith(EVAL_AXIS):
+            raise ConfigError(
+                f"{key} cannot be a grid axis; only {EVAL_AXIS}KEY can (one trained run "
+                f"evaluated several ways); give {key} one value"
+            )
+    for spec in expand(sweep):  # validate every run and evaluation before any training starts
+        for extra in spec.evaluations.values():
+            config = load_config(None, [*spec.overrides, *extra])
+            try:
+                config.model.at_evaluation(config.eval.position_options)
+            except ValueError as error:
+                raise ConfigError(f"{spec.name}: {error}") from None
+    return sweep
+
+
+ALL = "all"
+"""The grid value that stands for every registered name of a key of :data:`EVERY`."""
+
+EVERY = {"data.task": available_tasks, "model.position": available_schemes}
+"""Grid keys whose value :data:`ALL` expands, each to its registry's names (tasks sorted,
+schemes in registration order), so a sweep of every task or scheme never lists them by hand."""
+
+
+def _every(key: str, values: list[Any]) -> list[Any]:
+    """``values`` with :data:`ALL` replaced, in place, by every registered name of ``key``."""
+    if key not in EVERY:
+        return values
+    return [name for v in values for name in (EVERY[key]() if v == ALL else [v])]
+
+
+def _read_sweep_file(path: Path) -> Sweep:
+    """The sweep of file ``path`` before command-line overrides; ``eval.position_options.*``
+    values of ``base`` become grid axes of one value (a label, see :func:`expand`).
+
+    Raises:
+        ConfigError: missing file or unknown section (one line).
+    """
     if not path.is_file():
         raise ConfigError(f"sweep file {str(path)!r} does not exist; see configs/")
     raw = OmegaConf.to_container(load_yaml(path))
@@ -126,46 +180,33 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         base.remove(item)
         key, _, value = item.partition("=")
         grid.setdefault(key, [value])
-    sweep = Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when)
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} is not key=value or key=v1,v2,...")
-        key = ALIASES.get(key, key)
-        if key == "run_dir":
-            raise ConfigError("run_dir is set per run by the sweep; use out_dir=... instead")
-        if key == "out_dir":
-            sweep.out_dir = value
-        elif "," in value:
-            values = value.split(",")
-            if not all(values):
-                raise ConfigError(f"override {item!r} has an empty value in its list")
-            sweep.grid[key] = values
-        elif key in sweep.grid or key.startswith(EVAL_AXIS):
-            sweep.grid[key] = [value]  # an evaluation option is a label, never the as-trained
-        else:
-            sweep.command_line.append(f"{key}={value}")
-    if not sweep.out_dir.strip():
-        raise ConfigError(
-            f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
-        )
-    if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
-        raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
-    sweep.grid = {key: list(dict.fromkeys(values)) for key, values in sweep.grid.items()}
-    for key in sweep.grid:
-        if key.startswith("eval.") and not key.startswith(EVAL_AXIS):
-            raise ConfigError(
-                f"{key} cannot be a grid axis; only {EVAL_AXIS}KEY can (one trained run "
-                f"evaluated several ways); give {key} one value"
-            )
-    for spec in expand(sweep):  # validate every run and evaluation before any training starts
-        for extra in spec.evaluations.values():
-            config = load_config(None, [*spec.overrides, *extra])
-            try:
-                config.model.at_evaluation(config.eval.position_options)
-            except ValueError as error:
-                raise ConfigError(f"{spec.name}: {error}") from None
-    return sweep
+    return Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when)
+
+
+def _apply_override(sweep: Sweep, item: str) -> None:
+    """Apply one command-line ``key=value`` or ``key=v1,v2,...`` to ``sweep`` (see
+    :func:`load_sweep`).
+
+    Raises:
+        ConfigError: not ``key=value``, an empty value in a list, or ``run_dir`` (one line).
+    """
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {item!r} is not key=value or key=v1,v2,...")
+    key = ALIASES.get(key, key)
+    if key == "run_dir":
+        raise ConfigError("run_dir is set per run by the sweep; use out_dir=... instead")
+    if key == "out_dir":
+        sweep.out_dir = value
+    elif "," in value:
+        values = value.split(",")
+        if not all(values):
+            raise ConfigError(f"override {item!r} has an empty value in its list")
+        sweep.grid[key] = values
+    elif key in sweep.grid or key.startswith(EVAL_AXIS) or (key in EVERY and value == ALL):
+        sweep.grid[key] = [value]  # an evaluation option is a label, never the as-trained
+    else:
+        sweep.command_line.append(f"{key}={value}")
 
 
 EVAL_AXIS = "eval.position_options."
@@ -433,7 +474,7 @@ def run_one(
         ``spec.evaluations``, in order (``evaluated`` when any had to be redone).
     """
     from lab.common.checkpoint import checkpoint_path, load_checkpoint
-    from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, load_evaluation
+    from lab.evaluation.evaluate import evaluate_run
     from lab.training.trainer import train
 
     record: dict[str, Any] = {"name": spec.name, "status": "trained", "error": None, "result": None}
@@ -441,24 +482,11 @@ def run_one(
         record["status"] = "cancelled"
         return record
     try:
-        config = load_config(None, spec.overrides)
-        runtime = []  # the worker's device and threads, where the sweep did not set its own
-        if device is not None and config.device == "auto":
-            runtime.append(f"device={device}")
-        if threads is not None and config.threads == 0:
-            runtime.append(f"threads={threads}")
-        if threads is not None:
-            runtime.append("train.progress=false")  # bars of parallel workers would interleave
-        config = with_overrides(config, runtime)
+        config = _on_worker(load_config(None, spec.overrides), device, threads)
         record["run_dir"] = config.run_dir
         saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
         finished = saved and load_checkpoint(config.run_dir).get("finished", False)
-        plans = [  # (eval config, folder of its eval.json or None, its saved result or None)
-            (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
-            for label, extra in spec.evaluations.items()
-            for settings in [apply_eval_overrides(config.eval, extra)]
-            for folder in [evaluation_folder(config.run_dir, label)]
-        ]
+        plans = _evaluation_plans(spec, config, finished)
         if all(existing for *_, existing in plans):
             results = [existing for *_, existing in plans]
             record.update(status="skipped", result=results[0], results=results)
@@ -479,6 +507,34 @@ def run_one(
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()
     return record
+
+
+def _on_worker(config: Config, device: str | None, threads: int | None) -> Config:
+    """``config`` with the worker's ``device`` and ``threads`` where the sweep did not set its
+    own, and without progress bars on a worker (``threads`` given: bars of parallel workers
+    would interleave)."""
+    runtime = []
+    if device is not None and config.device == "auto":
+        runtime.append(f"device={device}")
+    if threads is not None and config.threads == 0:
+        runtime.append(f"threads={threads}")
+    if threads is not None:
+        runtime.append("train.progress=false")
+    return with_overrides(config, runtime)
+
+
+def _evaluation_plans(spec: RunSpec, config: Config, finished: bool) -> list[tuple[Any, Any, Any]]:
+    """One ``(eval config, folder of its eval.json or None, its saved result or None)`` per
+    evaluation of ``spec``, in order; saved results are looked up only for a ``finished`` run
+    (one that is not is trained, then evaluated anew)."""
+    from lab.evaluation.evaluate import apply_eval_overrides, load_evaluation
+
+    return [
+        (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
+        for label, extra in spec.evaluations.items()
+        for settings in [apply_eval_overrides(config.eval, extra)]
+        for folder in [evaluation_folder(config.run_dir, label)]
+    ]
 
 
 def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:

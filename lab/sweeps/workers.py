@@ -82,41 +82,60 @@ def run_in_processes(
     while queue or running:
         free = sorted(set(range(len(devices))) - {s.index for s in running})
         while queue and free and not stop.is_set():
-            spec = queue.pop(0)
-            index = free.pop(0)
-            receive, send = context.Pipe(duplex=False)
-            process = context.Process(
-                target=_child,
-                args=(job, spec, devices[index], threads, stop, send, os.getpid()),
-                name=f"sweep-{spec.name}",
-            )
-            # SIG_IGN is inherited through exec: a terminal Ctrl-C that reaches a worker before
-            # it leaves the terminal's group is ignored instead of printing a traceback.
-            with _sigint_ignored():
-                process.start()
-            send.close()  # the child holds the only write end: EOF when it dies
-            running.append(_Slot(process, receive, spec.name, index))
+            spec, index = queue.pop(0), free.pop(0)
+            running.append(_start(context, job, spec, index, devices[index], threads, stop))
         if stop.is_set():
             for spec in queue:
                 records[spec.name] = {"name": spec.name, "status": "cancelled", "error": None}
             queue.clear()
         if not running:
             break
-        ready = set(wait([o for s in running for o in _waitables(s)], timeout=1.0))
-        for slot in list(running):
-            if slot.conn is not None and slot.conn in ready:
-                with contextlib.suppress(EOFError, OSError):  # died before sending
-                    slot.record = slot.conn.recv()
-                slot.conn.close()
-                slot.conn = None
-            if slot.conn is None and slot.process.sentinel in ready:
-                slot.process.join()
-                record = slot.record or _died(slot, stop.is_set())
-                records[slot.name] = record
-                running.remove(slot)
-                if on_record is not None:
-                    on_record(record)
+        for name, record in _collect(running, stop):
+            records[name] = record
+            if on_record is not None:
+                on_record(record)
     return [records[spec.name] for spec in specs]
+
+
+def _start(
+    context: Any, job: Job, spec: Any, index: int, device: str, threads: int, stop: Any
+) -> _Slot:
+    """Start ``job(spec)`` in a new process of ``context`` in slot ``index`` on ``device``."""
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_child,
+        args=(job, spec, device, threads, stop, send, os.getpid()),
+        name=f"sweep-{spec.name}",
+    )
+    # SIG_IGN is inherited through exec: a terminal Ctrl-C that reaches a worker before
+    # it leaves the terminal's group is ignored instead of printing a traceback.
+    with _sigint_ignored():
+        process.start()
+    send.close()  # the child holds the only write end: EOF when it dies
+    return _Slot(process, receive, spec.name, index)
+
+
+def _collect(running: list[_Slot], stop: Any) -> list[tuple[str, dict[str, Any]]]:
+    """Wait up to a second for the ``running`` workers; receive the records sent, and remove
+    from ``running`` the workers that exited.
+
+    Returns:
+        ``(spec name, record)`` of each worker that exited, in ``running`` order
+        (:func:`_died` for one that sent no record).
+    """
+    finished = []
+    ready = set(wait([o for s in running for o in _waitables(s)], timeout=1.0))
+    for slot in list(running):
+        if slot.conn is not None and slot.conn in ready:
+            with contextlib.suppress(EOFError, OSError):  # died before sending
+                slot.record = slot.conn.recv()
+            slot.conn.close()
+            slot.conn = None
+        if slot.conn is None and slot.process.sentinel in ready:
+            slot.process.join()
+            finished.append((slot.name, slot.record or _died(slot, stop.is_set())))
+            running.remove(slot)
+    return finished
 
 
 def _waitables(slot: _Slot) -> list[Any]:

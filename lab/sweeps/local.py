@@ -1,0 +1,60 @@
+"""Run a sweep's runs on this machine: in this process one after the other, or in worker
+processes (:mod:`lab.sweeps.workers`), stopping cleanly on SIGINT, SIGTERM and SIGHUP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from multiprocessing import get_context
+from typing import Any
+
+from tqdm import tqdm
+
+from lab.sweeps.sweep import RunSpec, run_one
+from lab.sweeps.workers import run_in_processes, stop_on_signals
+
+
+def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:
+    """Run every spec: in this process, in order, with one worker; else one spawned process per
+    run, ``workers`` at a time (see :mod:`lab.sweeps.workers`), on ``gpus`` CUDA devices in
+    turn (CPU when 0).
+
+    SIGINT, SIGTERM and SIGHUP stop the sweep: running trainings save a checkpoint (status
+    ``interrupted``) and runs not yet started are ``cancelled``.
+
+    Returns:
+        ``(records, signum)``: one record per spec (:func:`lab.sweeps.sweep.run_one`), in spec
+        order, and the signal that stopped the sweep (None when it ran to the end).
+    """
+    bar = tqdm(total=len(specs), desc="sweep", unit="run")
+    stop = get_context("spawn").Event() if workers > 1 else threading.Event()
+    with stop_on_signals(stop) as received:
+        if workers > 1:
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            devices = [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
+            records = run_in_processes(
+                run_one, specs, devices, threads, stop, lambda _: bar.update()
+            )
+        else:
+            records = _run_here(specs, stop, received, bar)
+    bar.close()
+    return records, received[0] if received else None
+
+
+def _run_here(
+    specs: list[RunSpec], stop: threading.Event, received: list[int], bar: Any
+) -> list[dict]:
+    """Run every spec in this process, in order, until ``stop`` is set; a run the training loop
+    stopped on a signal it caught adds that signal to ``received`` and stops the rest."""
+    records = []
+    for spec in specs:
+        if stop.is_set():
+            records.append({"name": spec.name, "status": "cancelled", "error": None})
+            continue
+        records.append(run_one(spec, should_stop=stop.is_set))
+        bar.update()
+        if records[-1]["status"] == "interrupted":  # a signal the training loop caught
+            received.append(records[-1]["signal"] or signal.SIGINT)
+            stop.set()
+    return records

@@ -1,0 +1,104 @@
+"""What a finished sweep leaves: the comparison report, ``sweep.json`` (wall time, workers,
+machine), the TensorBoard mean runs, and the lines it prints (table, counts, failures, paths)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from lab.common.files import atomic_write
+from lab.common.machine import describe, machine_info
+
+
+def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1) -> int:
+    """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
+    table and where everything is.
+
+    Returns:
+        0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
+        a report file could not be written: such runs are named, never left out silently.
+    """
+    from lab.reporting.tables import summary_table
+
+    results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
+    paths, unwritten = _write(records, results, out_dir, seconds, workers)
+    print()
+    if results:
+        print(summary_table(results, out_dir))
+    failed = _print_counts(records, seconds)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    if unwritten:
+        print(unwritten, file=sys.stderr)
+    print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
+    if "tensorboard_means" in paths:
+        from lab.reporting.sweep_tensorboard import tensorboard_url
+
+        print(f"  one line per scheme (mean over seeds), smoothing 0: {tensorboard_url()}")
+    return 1 if failed or unwritten else 0
+
+
+def _write(
+    records: list[dict], results: list[dict], out_dir: Path, seconds: float, workers: int
+) -> tuple[dict[str, Path], str | None]:
+    """Write the report files, ``sweep.json`` and the TensorBoard mean runs of ``results``.
+
+    Returns:
+        ``(paths, unwritten)``: what was written, by name, and the one-line error of what could
+        not be (a folder or link planted in ``out_dir`` since the sweep began), else None.
+    """
+    from lab.reporting.report import write_reports
+    from lab.reporting.sweep_tensorboard import write_sweep_tensorboard
+
+    paths, unwritten = {}, None
+    try:
+        paths = write_reports(results, out_dir) if results else {}
+    except (OSError, ValueError) as error:
+        unwritten = f"error: the report was not written: {error}"
+    if results and not unwritten:
+        paths["timing"] = write_timing(records, out_dir, seconds, workers)
+        try:
+            paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
+        except (OSError, ValueError) as error:
+            unwritten = f"error: the TensorBoard mean runs were not written: {error}"
+    return paths, unwritten
+
+
+def _print_counts(records: list[dict], seconds: float) -> bool:
+    """Print the runs by status and name each failed or interrupted one (on stderr).
+
+    Returns:
+        Whether any run failed or was interrupted.
+    """
+    failed = [r for r in records if r["status"] == "failed"]
+    stopped = [r for r in records if r["status"] == "interrupted"]
+    count = {s: sum(r["status"] == s for r in records) for s in ("trained", "evaluated", "skipped")}
+    print(
+        f"\n{count['trained']} run(s) trained, {count['evaluated']} only re-evaluated, "
+        f"{count['skipped']} skipped (already finished), {len(failed)} failed, "
+        f"{len(stopped)} interrupted, in {seconds / 60:.1f} min"
+    )
+    for record in failed:
+        print(f"FAILED {record['name']}: {record['error']}", file=sys.stderr)
+    for record in stopped:
+        print(
+            f"INTERRUPTED {record['name']}: its worker was stopped; a checkpoint was saved and "
+            "the same command resumes it",
+            file=sys.stderr,
+        )
+    return bool(failed or stopped)
+
+
+def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
+    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
+    info = machine_info()
+    timing = {
+        "seconds": round(seconds, 1),
+        "workers": workers,
+        "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
+        "machine": describe(info),
+        "machine_info": info,
+    }
+    return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
