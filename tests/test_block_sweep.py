@@ -1,5 +1,5 @@
 """The block-size sweep: ``model.blocked_attention.block_pairs`` sets every blocked mask's rows,
-and ``python -m lab.bench.block_sweep`` times each budget against NoPE and writes what it
+and ``python bench.py --block-sweep`` times each budget against NoPE and writes what it
 measured."""
 
 import json

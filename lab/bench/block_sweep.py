@@ -1,4 +1,4 @@
-"""Time the blocked attention path's block size: ``python -m lab.bench.block_sweep [--device
+"""Time the blocked attention path's block size: ``python bench.py --block-sweep [--device
 cuda]``.
 
 Sequences longer than 256 tokens whose mask would be a ``(T, T)`` tensor are attended in blocks
@@ -154,7 +154,9 @@ def ratio_table(result: dict, length: int) -> str:
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     """The command line of the sweep (argparse exits 2 on a malformed one)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python bench.py --block-sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")

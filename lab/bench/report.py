@@ -13,6 +13,7 @@ tables of its JSON files, so a figure cannot drift from its measurement.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -25,7 +26,6 @@ from lab.reporting.tables import format_table
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-USAGE = "usage: python bench.py --publish [--check] [BENCH_JSON ...]"
 PAGES = {
     "bench-cpu": (
         "Benchmark on a CPU",
@@ -39,7 +39,7 @@ PAGES = {
 COMMANDS = {  # committed file -> the command that made it
     "bench-cpu/bench.json": "python bench.py --threads 2 --lengths 1024,4096 "
     "--batch-tokens 8192 --repeats 12 --baselines --out bench.json",
-    "bench-cpu/block_sweep.json": "python -m lab.bench.block_sweep --threads 2 --schemes cope "
+    "bench-cpu/block_sweep.json": "python bench.py --block-sweep --threads 2 --schemes cope "
     "--pairs 16,17,18,19 --lengths 1024,4096 --batch-tokens 8192 --repeats 7 "
     "--out block_sweep.json",
     "bench-cuda/bench.json": "python bench.py --device cuda --repeats 20 --lengths 1024,4096 "
@@ -49,7 +49,7 @@ COMMANDS = {  # committed file -> the command that made it
     "bench-cuda/bench_compiled.json": "python bench.py --device cuda --repeats 20 --lengths 1024 "
     "--batch-tokens 65536 --compile --schemes none,rope,alibi --baselines x-transformers "
     "--out bench_compiled.json",
-    "bench-cuda/block_sweep.json": "python -m lab.bench.block_sweep --device cuda "
+    "bench-cuda/block_sweep.json": "python bench.py --block-sweep --device cuda "
     "--out block_sweep.json",
 }
 NOTES = {  # what a committed file does not record about itself
@@ -246,12 +246,20 @@ def stale_pages() -> dict[Path, str]:
 def main(argv: list[str]) -> int:
     """``--publish [--check] [JSON ...]``: file the JSON files (:func:`publish`), then rewrite
     the pages, or with ``--check`` exit 1 when one is stale. Exit 2 on a bad file (one line)."""
-    if "-h" in argv or "--help" in argv:
-        print(f"{USAGE}\n\n{__doc__.strip()}")
-        return 0
-    check, paths = "--check" in argv, [a for a in argv if a != "--check"]
+    parser = argparse.ArgumentParser(
+        prog="python bench.py --publish",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 when a page is stale")
+    parser.add_argument("paths", nargs="*", metavar="BENCH_JSON", help="bench.py JSON to file")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a malformed line (2, argparse's message)
+        return int(done.code or 0)
+    check, paths = args.check, args.paths
     if check and paths:
-        print(f"{USAGE} (--check takes no files)", file=sys.stderr)
+        print("error: --check takes no files", file=sys.stderr)
         return 2
     for path in paths:
         try:
