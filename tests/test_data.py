@@ -6,27 +6,48 @@ independently of the generators, so a generator bug cannot hide behind its own b
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 import torch
 
-from data import BOS, EOS, SEP, Batch, Task, available_tasks, build_task, register
+from data import BOS, EOS, PAD, SEP, Batch, Task, available_tasks, build_task, register, task_class
 from data.shortcuts import SHORTCUTS, first_noun, fixed_offset, order_blind, shortcut_accuracy
 from data.svo import ADJECTIVES, AGENT, NOUNS, STOP, VERBS
+from lab.common.batches import training_batch
 
 ACTIVE = {active for active, _ in VERBS}
 PASSIVE = {passive for _, passive in VERBS}
 
-TASKS = ("svo", "copy", "reverse", "sort")
+TASKS = available_tasks()
+"""Every registered task: the registry-wide tests follow it, so a new task is covered for free."""
 SYMBOL_TASKS = ("copy", "reverse", "sort")
+"""The tasks whose answers are hand-checked below (their rules are spelled out in the tests)."""
+N_SYMBOL_TASKS = tuple(
+    name for name in TASKS if "n_symbols" in {f.name for f in fields(task_class(name).Options)}
+)
+"""Every task with an ``n_symbols`` option (an alphabet of 2..62 symbols)."""
+KNOWN_MINIMUMS = {"copy": 1, "reverse": 1, "sort": 1, "odds_first": 2, "svo": 3}
+"""Shortest lengths read off the task definitions by hand."""
+
+
+def length_of(task: Task, length: int = 7) -> int:
+    """``length``, raised to the task's shortest one."""
+    return max(length, task.min_length)
 
 
 def split_text(task: Task, row: torch.Tensor) -> tuple[list[str], list[str]]:
     """``(prompt words, answer words)`` of one decoded sequence ``<bos> prompt <sep> answer <eos>``.
 
-    Asserts the framing: exactly one ``<bos>`` (first), one ``<sep>``, one ``<eos>`` (last).
+    Asserts the framing: exactly one ``<bos>`` (first), one ``<sep>``, one ``<eos>`` (last, or
+    followed only by ``<pad>`` in a task whose answers vary in length).
     """
     words = task.decode(row).split(" ")
+    if task.pad_id is not None:
+        end = words.index(EOS) + 1
+        assert set(words[end:]) <= {PAD}
+        words = words[:end]
     assert words[0] == BOS and words.count(BOS) == 1
     assert words[-1] == EOS and words.count(EOS) == 1
     assert words.count(SEP) == 1
@@ -49,16 +70,18 @@ def ids(task: Task, text: str) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_registry_holds_the_four_tasks() -> None:
-    assert set(TASKS) <= set(available_tasks())
+def test_registry_holds_the_built_in_tasks() -> None:
+    assert {"svo", *SYMBOL_TASKS, *KNOWN_MINIMUMS} <= set(TASKS)
+    assert len(TASKS) >= 14 and list(TASKS) == sorted(TASKS)
     for name in TASKS:
         assert build_task(name).name == name
 
 
 @pytest.mark.parametrize("name", TASKS)
 def test_same_seed_gives_identical_tokens(name: str) -> None:
-    a = build_task(name).sample(np.random.default_rng(123), 7, 32)
-    b = build_task(name).sample(np.random.default_rng(123), 7, 32)  # a fresh task instance
+    task = build_task(name)
+    a = task.sample(np.random.default_rng(123), length_of(task), 32)
+    b = build_task(name).sample(np.random.default_rng(123), length_of(task), 32)  # a fresh task
     assert a.tokens.dtype == torch.int64
     assert torch.equal(a.tokens, b.tokens)
     assert (a.answer_start, a.length) == (b.answer_start, b.length)
@@ -66,12 +89,48 @@ def test_same_seed_gives_identical_tokens(name: str) -> None:
 
 @pytest.mark.parametrize("name", TASKS)
 def test_different_seeds_give_different_tokens(name: str) -> None:
-    a = build_task(name).sample(np.random.default_rng(1), 7, 32)
-    b = build_task(name).sample(np.random.default_rng(2), 7, 32)
+    task = build_task(name)
+    a = task.sample(np.random.default_rng(1), length_of(task), 32)
+    b = task.sample(np.random.default_rng(2), length_of(task), 32)
     assert a.tokens.shape == b.tokens.shape
     assert not torch.equal(a.tokens, b.tokens)
     # Not just one row: most of the 32 rows differ.
     assert (a.tokens != b.tokens).any(dim=1).sum() >= 30
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_training_batches_are_a_function_of_seed_and_step(name: str) -> None:
+    """The batch of a step is the same from a fresh task instance (a resumed run), and another
+    step or seed draws another one."""
+    task = build_task(name)
+    lengths = range(task.train_lengths[0], task.train_lengths[1] + 1)
+    a = training_batch(task, 0, 5, 16, lengths)
+    b = training_batch(build_task(name), 0, 5, 16, lengths)
+    assert torch.equal(a.tokens, b.tokens)
+    assert (a.length, a.answer_start) == (b.length, b.answer_start)
+    assert a.length in lengths
+    for seed, step in ((0, 6), (1, 5)):
+        other = training_batch(task, seed, step, 16, lengths)
+        assert other.tokens.shape != a.tokens.shape or not torch.equal(other.tokens, a.tokens)
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("offset", [0, 1, 3, 10])
+def test_every_task_samples_framed_solved_rows_of_the_requested_length(
+    name: str, offset: int
+) -> None:
+    """At and past the shortest length: one ``<bos> prompt <sep> answer <eos>`` per row, the
+    answer the task's own solver gives, and a shape that depends on the length only."""
+    task = build_task(name)
+    length = task.min_length + offset
+    batch = task.sample(np.random.default_rng(length), length, 40)
+    assert batch.length == length
+    assert batch.tokens.shape[0] == 40
+    assert batch.answer_start == len(split_text(task, batch.tokens[0])[0]) + 2
+    for row in batch.tokens:
+        prompt, answer = split_text(task, row)
+        assert len(prompt) == batch.answer_start - 2
+        assert answer == task.solve(prompt), (name, length, prompt)
 
 
 def test_svo_minimal_pairs_are_deterministic() -> None:
@@ -336,6 +395,33 @@ def test_symbol_minimal_pairs_swap_two_different_symbols(name: str, length: int)
         assert answer_a == expected and answer_a != answer_b
 
 
+PAIRED_TASKS = tuple(name for name in TASKS if task_class(name).supports_minimal_pairs)
+
+
+def test_the_order_sensitive_tasks_have_minimal_pairs() -> None:
+    assert {"copy", "reverse", "svo"} <= set(PAIRED_TASKS)
+
+
+@pytest.mark.parametrize("name", PAIRED_TASKS)
+def test_every_tasks_minimal_pairs_swap_two_tokens_and_change_the_answer(name: str) -> None:
+    """A pair has the same bag of prompt tokens, two of them swapped, and two different
+    answers, each the one the task's solver gives for its own prompt."""
+    task = build_task(name)
+    length = length_of(task, 6)
+    original, swapped = task.minimal_pairs(np.random.default_rng(length), length, 100)
+    assert original.tokens.shape == swapped.tokens.shape
+    assert (original.answer_start, original.length) == (swapped.answer_start, length)
+    for a, b in zip(original.tokens, swapped.tokens, strict=True):
+        prompt_a, answer_a = split_text(task, a)
+        prompt_b, answer_b = split_text(task, b)
+        differ = [i for i in range(len(prompt_a)) if prompt_a[i] != prompt_b[i]]
+        assert len(differ) == 2
+        i, j = differ
+        assert (prompt_a[i], prompt_a[j]) == (prompt_b[j], prompt_b[i])
+        assert answer_a == task.solve(prompt_a) and answer_b == task.solve(prompt_b)
+        assert answer_a != answer_b
+
+
 def test_sort_has_no_minimal_pairs_and_length_one_has_none() -> None:
     assert not build_task("sort").supports_minimal_pairs
     with pytest.raises(ValueError, match=r"length >= 2 for swapped pairs, got 1"):
@@ -347,9 +433,11 @@ def test_sort_has_no_minimal_pairs_and_length_one_has_none() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "length"), [("copy", 5), ("reverse", 1), ("sort", 9), ("svo", 6)])
-def test_batch_views_are_consistent(name: str, length: int) -> None:
+@pytest.mark.parametrize("offset", [0, 5])
+@pytest.mark.parametrize("name", TASKS)
+def test_batch_views_are_consistent(name: str, offset: int) -> None:
     task = build_task(name)
+    length = task.min_length + offset
     batch = task.sample(np.random.default_rng(0), length, 8)
     n, s = batch.tokens.shape
     answer_len = s - batch.answer_start
@@ -365,13 +453,18 @@ def test_batch_views_are_consistent(name: str, length: int) -> None:
     assert positions.tolist() == list(range(batch.answer_start - 1, s - 1))
     assert torch.equal(batch.tokens[:, positions + 1], batch.answer_targets)
     assert (batch.inputs[:, batch.answer_slice.start] == task.token_id(SEP)).all()
-    assert (batch.answer_targets[:, -1] == task.token_id(EOS)).all()
+    # Each row's last real target is <eos> (the last column, or the one before its pads).
+    mask = batch.answer_mask
+    ends = mask.sum(dim=1) - 1  # (B,)
+    assert torch.equal(mask, torch.arange(answer_len) <= ends[:, None])  # pads only trail
+    assert (batch.answer_targets[torch.arange(8), ends] == task.token_id(EOS)).all()
+    if task.pad_id is None:
+        assert (batch.answer_targets[:, -1] == task.token_id(EOS)).all()
     assert (batch.tokens[:, 0] == task.token_id(BOS)).all()
     # The answer (without <eos>) is the decoded answer text.
     for row in range(8):
-        assert split_text(task, batch.tokens[row])[1] == task.decode(
-            batch.answer_targets[row, :-1]
-        ).split(" ")
+        answer = [task.vocab[i] for i in batch.answer_targets[row, : ends[row]].tolist()]
+        assert split_text(task, batch.tokens[row])[1] == answer
     moved = batch.to("cpu")
     assert isinstance(moved, Batch)
     assert torch.equal(moved.tokens, batch.tokens)
@@ -391,20 +484,13 @@ def test_perfect_logits_score_every_answer_right() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "options", "length", "minimum"),
-    [
-        ("copy", {}, 0, 1),
-        ("reverse", {}, -1, 1),
-        ("sort", {}, 0, 1),
-        ("svo", {}, 2, 3),
-    ],
-)
-def test_length_below_minimum_raises_naming_it(
-    name: str, options: dict, length: int, minimum: int
-) -> None:
-    task = build_task(name, **options)
-    assert task.min_length == minimum
+@pytest.mark.parametrize("below", [1, 2])
+@pytest.mark.parametrize("name", TASKS)
+def test_length_below_minimum_raises_naming_it(name: str, below: int) -> None:
+    task = build_task(name)
+    minimum = task.min_length
+    assert minimum >= 1 and minimum == KNOWN_MINIMUMS.get(name, minimum)
+    length = minimum - below
     with pytest.raises(ValueError, match=rf"length >= {minimum}, got length={length}\b") as error:
         task.sample(np.random.default_rng(0), length, 4)
     assert repr(name) in str(error.value)
@@ -430,8 +516,12 @@ def test_unknown_task_lists_the_available_ones() -> None:
     assert "\n" not in message
 
 
+def test_the_symbol_tasks_have_an_alphabet_option() -> None:
+    assert {*SYMBOL_TASKS, "count", "selective_copy"} <= set(N_SYMBOL_TASKS)
+
+
 @pytest.mark.parametrize("n_symbols", [-1, 0, 1, 63, 100])
-@pytest.mark.parametrize("name", SYMBOL_TASKS)
+@pytest.mark.parametrize("name", N_SYMBOL_TASKS)
 def test_n_symbols_out_of_range_raises(name: str, n_symbols: int) -> None:
     message = rf"data.options.{name}.n_symbols={n_symbols} is invalid.*2\.\.62"
     with pytest.raises(ValueError, match=message):
@@ -444,6 +534,18 @@ def test_n_symbols_at_the_bounds_works(n_symbols: int) -> None:
     assert task.vocab_size == n_symbols + 3
     batch = task.sample(np.random.default_rng(0), 200, 4)
     assert len(batch.tokens[:, 1:201].unique()) == n_symbols
+
+
+@pytest.mark.parametrize("n_symbols", [2, 62])
+@pytest.mark.parametrize("name", N_SYMBOL_TASKS)
+def test_every_alphabet_option_works_at_its_bounds(name: str, n_symbols: int) -> None:
+    task = build_task(name, {"n_symbols": n_symbols})
+    assert task.options.n_symbols == n_symbols
+    length = length_of(task, 12)
+    batch = task.sample(np.random.default_rng(0), length, 8)
+    for row in batch.tokens:
+        prompt, answer = split_text(task, row)
+        assert answer == task.solve(prompt)
 
 
 def test_registering_a_name_twice_raises() -> None:

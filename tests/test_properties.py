@@ -11,9 +11,10 @@ import torch
 import properties
 from lab.evaluation.attention_maps import attention_maps
 from lab.properties import demos
+from lab.properties.fingerprints import fingerprints_elsewhere, fingerprints_here
+from lab.properties.markdown import nearest
 from lab.properties.measure import defined_at, measure, uniqueness
 from lab.properties.probe import fresh_scheme, make_probe, position_scores, probe_config
-from lab.properties.report import nearest
 from model import Transformer
 from model.position import available_schemes, scheme_class
 
@@ -201,3 +202,19 @@ def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
     assert rows[1]["exact_match_2x"] is None  # the run has no eval.json
     for name in ("attention_train", "attention_4x"):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fingerprints_in_a_fresh_process_match_this_ones():
+    """Determinism across processes: a spawned process (nothing inherited) hashes the same
+    scores as this one, whatever this process's seed."""
+    torch.manual_seed(1234)
+    names = ["learned", "rope", "alibi"]
+    elsewhere = fingerprints_elsewhere(names, 16)
+    assert elsewhere == fingerprints_here(names, 16)
+    assert len(set(elsewhere.values())) == 3
+
+
+def test_a_failing_fingerprint_process_is_one_line():
+    with pytest.raises(RuntimeError, match=r"^fingerprint process failed: .*'nope'") as error:
+        fingerprints_elsewhere(["nope"], 16)
+    assert "\n" not in str(error.value)

@@ -91,7 +91,7 @@ def test_validation_sets_of_the_default_lengths_are_disjoint_from_the_test_sets(
 
 
 def test_variable_answers_are_padded_within_a_batch() -> None:
-    assert VARIABLE == ["binary_addition", "selective_copy"]
+    assert {"binary_addition", "selective_copy"} <= set(VARIABLE)
     for name in VARIABLE:
         task = build_task(name)
         batch = task.sample(np.random.default_rng(0), task.train_lengths[1], 256)

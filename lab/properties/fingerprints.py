@@ -1,26 +1,37 @@
-"""Print the score fingerprints of fresh schemes as JSON; run in a new process by
-:func:`lab.properties.measure.fingerprints_elsewhere` to check determinism across processes.
+"""Score fingerprints of fresh schemes computed in a fresh Python process, to check that a
+scheme's scores do not depend on anything of the process that computed them (determinism
+across processes)."""
 
-Usage: ``python -m lab.properties.fingerprints SPAN NAME [NAME ...]``.
-"""
+from __future__ import annotations
 
-import json
-import sys
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import model.position  # noqa: F401  (registers the schemes)
 from lab.properties.measure import fingerprint
 from lab.properties.probe import fresh_scheme, make_probe, probe_config
 
 
-def main(argv: list[str]) -> None:
-    """Print ``{name: sha256}`` for every scheme named after the span."""
-    span, names = int(argv[0]), argv[1:]
+def fingerprints_here(names: list[str], span: int) -> dict[str, str]:
+    """``{name: sha256}`` of fresh schemes, computed in this process (the child's job)."""
     result = {}
     for name in names:
         config = probe_config(name)
         result[name] = fingerprint(fresh_scheme(config), make_probe(config), span)
-    print(json.dumps(result))
+    return result
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def fingerprints_elsewhere(names: list[str], span: int) -> dict[str, str]:
+    """Fingerprints of fresh schemes computed by a new, spawned Python process (nothing of
+    this one's state is inherited: no torch seed, no caches, no thread settings).
+
+    Raises:
+        RuntimeError: the child process failed; its error is in the message (one line).
+    """
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        try:
+            return pool.submit(fingerprints_here, names, span).result()
+        except Exception as error:
+            last = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            raise RuntimeError(f"fingerprint process failed: {last}") from error

@@ -18,11 +18,7 @@ everything that varies comes from the scheme. Over positions ``0 .. N-1`` (``N``
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -137,22 +133,6 @@ def measure(
         defined_at_4x=defined_at(scheme, probe, 4 * train_length),
         deterministic=same,
     )
-
-
-def fingerprints_elsewhere(names: list[str], span: int) -> dict[str, str]:
-    """Fingerprints of fresh schemes computed by a new Python process
-    (``lab.properties.fingerprints``).
-
-    Raises:
-        RuntimeError: the child process failed; its last error line is in the message.
-    """
-    command = [sys.executable, "-m", "lab.properties.fingerprints", str(span), *names]
-    root = Path(__file__).resolve().parents[2]  # the project, whatever the caller's folder
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"fingerprint process failed: {last}")
-    return json.loads(done.stdout)
 
 
 def as_dict(properties: Properties) -> dict[str, Any]:
