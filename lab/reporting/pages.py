@@ -48,21 +48,22 @@ class Family:
 
 
 SWEEP_FILES = {"results.json": "results.json", "report.md": "report.md"}
+FIGURES = ("accuracy_vs_length.png", "learning_speed.png", "order_sensitivity.png")
+"""The figures of a sweep's report folder, which its report.md shows."""
 FAMILIES = {
     "ablation": Family(
         "ablation",
         "The default ablation",
         "python sweep.py",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
-        | {"accuracy_vs_length.png": "accuracy_vs_length.png"},
+        | {name: name for name in FIGURES},
     ),
     "v2": Family(
         "v2",
         "The version-2 schemes",
         "python sweep.py position=t5,fire,kerple,xpos,cope seed=0 out_dir=runs/v2",
-        {**SWEEP_FILES, "accuracy_vs_length.png": "accuracy_vs_length.png"},
+        {**SWEEP_FILES} | {name: name for name in FIGURES},
         optional=("sweep.json",),
-        recorded="wall time 8.4 min, 2 workers (noted when it ran; no sweep.json was kept)",
     ),
     "suite": Family(
         "suite",
