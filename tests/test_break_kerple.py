@@ -1,4 +1,4 @@
-"""Break tests of KERPLE's reset to its bound (issue 24, item 4): the in-place reset of ``r1``
+"""Break tests of KERPLE's reset to its bound: the in-place reset of ``r1``
 and ``r2`` must not bump their autograd version, or a second forward pass before ``backward``
 fails although no value changed."""
 

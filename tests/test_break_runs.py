@@ -1,4 +1,4 @@
-"""Break tests of run-folder safety and hostile inputs (issue 24, round 3): each is an input that
+"""Break tests of run-folder safety and hostile inputs: each is an input that
 got past the round's guarantees, run as a user would, with the file system checked afterwards.
 """
 

@@ -1,4 +1,4 @@
-"""Break tests of stop signals after a command returned (issue 24, item 16, phase 3 of
+"""Break tests of stop signals after a command returned (phase 3 of
 :mod:`lab.common.signals`): Python's interpreter shutdown sets every handler back to the default
 action
 and then takes seconds to tear torch down (measured 1.8-2.8 s after a tiny ``train.py``), so a

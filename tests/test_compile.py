@@ -50,3 +50,28 @@ def test_a_fresh_model_compiles_to_one_graph(scheme, make_model):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     for got_grad, grad in zip(got_grads, grads, strict=True):
         torch.testing.assert_close(got_grad, grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["rope", "sinusoidal", "alibi", "t5"])
+def test_training_with_compile_has_no_graph_break(scheme, tmp_path, monkeypatch):
+    """``compile=true`` in the trainer: with ``fullgraph=True`` forced on its torch.compile call,
+    a graph break would raise; a fresh model (no ``reserve``) trains, evaluates periodically and
+    ends with the loss of eager training."""
+    from conftest import SHORT, tiny_config
+
+    import lab.training.trainer as trainer
+
+    real = torch.compile
+
+    def strict(model, **kwargs):
+        return real(model, **kwargs, fullgraph=True, backend="aot_eager")
+
+    losses = []
+    for compile_ in ("true", "false"):
+        torch._dynamo.reset()
+        monkeypatch.setattr(trainer.torch, "compile", strict)
+        run = tmp_path / compile_
+        config = tiny_config(run, *SHORT, f"model.position={scheme}", f"compile={compile_}")
+        losses.append(trainer.train(config).final_loss)
+    torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)

@@ -332,7 +332,7 @@ def test_a_bare_leaf_key_suggests_its_section():
 
 
 # ---------------------------------------------------------------------------------------------
-# Bad values stop at config time (issue 9): caps, finite numbers, ranges, device names
+# Bad values stop at config time: caps, finite numbers, ranges, device names
 # ---------------------------------------------------------------------------------------------
 
 
@@ -385,7 +385,7 @@ def test_a_bare_leaf_key_suggests_its_section():
         ),
     ],
 )
-def test_bad_values_from_issue_9_fail_at_config_time(overrides: list[str], message: str) -> None:
+def test_bad_values_fail_at_config_time(overrides: list[str], message: str) -> None:
     assert one_line_error(overrides).startswith(message)
 
 

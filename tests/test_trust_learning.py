@@ -1,4 +1,4 @@
-"""Early stopping and every "learned" label (issue 24, items 1, 8 and 10).
+"""Early stopping and every "learned" label.
 
 - The periodic evaluation validates every training length, and early stopping needs the
   target at each of them (the minimum), so it is never weaker than the test set's

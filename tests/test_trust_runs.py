@@ -1,4 +1,4 @@
-"""Trust in run folders (issue 24): eval.py refuses bad values before any work, every way a run
+"""Trust in run folders: eval.py refuses bad values before any work, every way a run
 (re)starts logs each TensorBoard step once, sweep grid points that are one run train once,
 --overwrite deletes only the project's files of a proven run, an eval.json is never taken for
 another run's, and writes never follow a linked folder out of a run. Each test is one input of
