@@ -1,7 +1,7 @@
 """Break tests of stop signals after a command returned (phase 3 of
 :mod:`lab.common.signals`): Python's interpreter shutdown sets every handler back to the default
-action
-and then takes seconds to tear torch down (measured 1.8-2.8 s after a tiny ``train.py``), so a
+action and then takes seconds to tear torch down (measured 1.8-2.8 s after a tiny ``train.py``), so
+a
 SIGTERM in that time killed the command without a line. :func:`lab.common.signals.run_program` ends
 the process itself once the exit handlers ran."""
 

@@ -4,8 +4,7 @@ A rank's rows of ``selective_copy`` or ``binary_addition`` hold more or fewer an
 the other's, so the mean of the ranks' token means is not the global token mean (it was off by
 2.5e-2 relative in the gradients at step 0). The ranks run as two spawned processes joined
 through a file (no ports), each taking the real :func:`lab.training.step.train_step` on its
-shard of
-the global batch inside DDP, exactly as :func:`lab.training.trainer.run_loop` does.
+shard of the global batch inside DDP, exactly as :func:`lab.training.trainer.run_loop` does.
 """
 
 from __future__ import annotations

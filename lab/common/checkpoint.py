@@ -49,8 +49,7 @@ def checkpoint_path(run_dir: str | Path) -> Path:
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
     """Write ``state`` with ``torch.save`` atomically (:func:`lab.common.files.atomic_writer`), so
-    an
-    interrupted or failed save leaves the previous checkpoint intact.
+    an interrupted or failed save leaves the previous checkpoint intact.
 
     Raises:
         OSError: the file cannot be written (disk full, read-only folder): one line naming the
@@ -178,8 +177,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
 }
 """Every field a checkpoint may hold (``model`` and ``config`` always), with a test of its type
 and the type in words: what :func:`lab.training.trainer.Run.save` writes and --resume and
-``eval.py``
-read."""
+``eval.py`` read."""
 
 
 def check_fields(state: dict[str, Any], path: str | Path) -> None:

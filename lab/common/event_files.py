@@ -29,8 +29,7 @@ def drop_events_after(run_dir: str | Path, step: int, redo_eval: bool = False) -
     will be redone), the summaries of ``step`` itself other than the training scalars
     (``train/*``) go too: a stop that cut the evaluation short may have logged part of it. Each
     file is replaced atomically (:func:`lab.common.files.atomic_writer`), and files that need no
-    change
-    are not touched. Call it only under the run folder's lock.
+    change are not touched. Call it only under the run folder's lock.
 
     Returns:
         the rewritten files.

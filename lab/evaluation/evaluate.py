@@ -3,8 +3,7 @@
 :func:`evaluate_run` loads ``RUN_DIR/checkpoint.pt``, evaluates it with :func:`evaluate_model`
 and (by default) writes ``RUN_DIR/eval.json`` and TensorBoard scalars. The dict's layout is
 :data:`lab.evaluation.record.SCHEMA`. Exact-match here is teacher-forced, which equals exact-match
-under
-greedy decoding (see :mod:`lab.evaluation.metrics`; ``tests/test_eval.py`` checks it).
+under greedy decoding (see :mod:`lab.evaluation.metrics`; ``tests/test_eval.py`` checks it).
 """
 
 from __future__ import annotations
@@ -209,8 +208,7 @@ def summarize(
         ``{"in_dist", "at", "notes"}``: the mean exact-match over grid lengths inside the
         training range, and ``at``: exact-match at each multiple of ``train_max``
         (``{"1.1x": ..., "1.25x": ..., ...}``, see :data:`lab.evaluation.extrapolation.MULTIPLES`);
-        None
-        (with a note) where a length is unsupported.
+        None (with a note) where a length is unsupported.
     """
     by_length = {r.length: r for r in results}
     notes = []
@@ -360,8 +358,7 @@ def eval_record(
 def training_reached_target(config: Config, state: dict[str, Any]) -> bool | None:
     """Whether the checkpoint's training met ``train.target_accuracy`` at its last periodic
     evaluation (:func:`lab.training.run_logs.reached_target`); None when the run has no target, or
-    its
-    checkpoint predates the record (written by a version whose early stopping read fewer
+    its checkpoint predates the record (written by a version whose early stopping read fewer
     lengths, so it says nothing either way)."""
     if config.train.target_accuracy is None or "reached_target" not in state:
         return None
@@ -392,8 +389,7 @@ def evaluate_run(
 
     Returns:
         The content of ``eval.json`` (see :data:`lab.evaluation.record.SCHEMA`); its ``checkpoint``
-        names
-        the run, the step and the SHA-256 of the checkpoint evaluated.
+        names the run, the step and the SHA-256 of the checkpoint evaluated.
 
     Raises:
         FileNotFoundError, ValueError, ConfigError: missing, unreadable or incompatible

@@ -49,8 +49,7 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
 
 def headline_scalars(result: dict[str, Any]) -> dict[str, float]:
     """The ``headline/*`` metrics of the HParams tab (:data:`lab.training.run_logs.HEADLINE`) that
-    this
-    evaluation has: exact-match in distribution and at 1.25x, 1.5x, 2x, 4x, minimal pairs in
+    this evaluation has: exact-match in distribution and at 1.25x, 1.5x, 2x, 4x, minimal pairs in
     distribution, permutation TVD (test set), and ``reached_target`` (1 or 0) when
     ``eval.json`` records whether the training reached its target."""
     summary = result["summary"]

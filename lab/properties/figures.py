@@ -3,8 +3,7 @@ scores, the sinusoidal table, RoPE's decay bound, score bias per head, attention
 
 Every function takes numbers computed elsewhere (:mod:`lab.properties.probe`,
 :mod:`lab.properties.demos`, :mod:`lab.evaluation.attention_maps`) and returns a Figure; the caller
-saves
-it (PNG) and logs it to TensorBoard.
+saves it (PNG) and logs it to TensorBoard.
 """
 
 from __future__ import annotations

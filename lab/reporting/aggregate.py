@@ -1,8 +1,7 @@
 """Runs grouped over seeds: means with t-intervals, the fixed-multiple headline, significance.
 
 Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.evaluation.record.SCHEMA`)
-and
-groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
+and groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
 (:func:`lab.common.stats.t_interval`), shown in percent and clipped to 0..100 for display. The
 tables' means and the significance tests use the learned runs only (:mod:`lab.evaluation.learned`);
 :func:`left_out_line` says which runs were left out and why.
@@ -55,8 +54,7 @@ def cell(values: list[float | None]) -> str:
 def left_out_line(results: list[Result], out_dir: str | Path | None = None) -> str | None:
     """One line naming the runs left out of the tables' means, the significance tests and the
     findings on extrapolation as not learned (:func:`lab.evaluation.learned.not_learned_reason`),
-    with
-    the reason of each; None when every run learned."""
+    with the reason of each; None when every run learned."""
     left = [(run_label(r, out_dir), not_learned_reason(r)) for r in ordered(results)]
     left = [(label, reason) for label, reason in left if reason is not None]
     if not left:

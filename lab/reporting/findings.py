@@ -4,8 +4,7 @@ Every finding names the paper's claim, the measured numbers that decide it, and 
 ``agrees``, ``disagrees``, ``mixed`` or ``not measured`` (a needed run is missing). Nothing here
 is a fixed conclusion: change the runs and the verdicts follow. Runs that did not learn their
 task (:mod:`lab.evaluation.learned`) are left out of the findings on extrapolation, and a first
-line counts
-them. A test is significant when
+line counts them. A test is significant when
 its exact McNemar p < 0.05 AND the difference has the same sign in every seed
 (:attr:`lab.common.stats.Comparison.significant`); a line says which of the two a small p missed.
 
@@ -159,8 +158,8 @@ def findings(results: list[Result]) -> list[str]:
 
     The findings on extrapolation (Press, Ruoss, Kazemnejad at 1.5x) are decided on the
     learned runs only (:mod:`lab.evaluation.learned`): a run that never learned its task says
-    nothing
-    about length. The findings on learning itself (Kazemnejad on order, Haviv) read every run,
+    nothing about length. The findings on learning itself (Kazemnejad on order, Haviv) read every
+    run,
     since whether the task was learned is their question. A first item counts the runs left
     out and why.
     """

@@ -4,8 +4,7 @@ every seed a dot and the mean a bar (computed from the runs' ``eval.json`` dicts
 - **learning speed**: the training steps each run took (``train_steps``). Runs stop early when
   the validation exact-match reaches ``train.target_accuracy`` at every training length, so
   this is the steps to reach it; a run that is not learned (:mod:`lab.evaluation.learned`: it ran
-  to its
-  cap below the target, or is below 95% in distribution on the evaluation set) is drawn as an
+  to its cap below the target, or is below 95% in distribution on the evaluation set) is drawn as an
   ``x`` and left out of the bar.
 - **order sensitivity**: minimal-pair accuracy (both members of a swapped pair right) in
   distribution and at 2x; an order-blind model scores 0. Bars average the learned runs; a

@@ -70,8 +70,7 @@ def summary_table(results: list[dict[str, Any]], out_dir: str | Path | None = No
     """One row per run: run, scheme, task, seed, exact-match in distribution and at 1.25x,
     1.5x, 2x and 4x the longest training length, minimal pairs in distribution, order-blind,
     the optimizer steps it trained, and whether it learned (:mod:`lab.evaluation.learned`; ``no``
-    runs
-    are left out of the sweep's means, tests and findings)."""
+    runs are left out of the sweep's means, tests and findings)."""
     rows = [
         [run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"]), *_figures(r)]
         + [DASH if r.get("train_steps") is None else str(r["train_steps"])]

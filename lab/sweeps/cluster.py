@@ -1,8 +1,7 @@
 """Sweeps on a cluster: one scheduler job per run, submitted through ``submitit`` (SLURM).
 
 Each job runs :func:`lab.sweeps.sweep.run_one` (train -> eval, or resume, or skip), the same
-function
-a local worker runs, so finished-run skipping, resuming and the report work as locally. All
+function a local worker runs, so finished-run skipping, resuming and the report work as locally. All
 jobs go in one SLURM job array; this process waits for them and returns their records, from
 which ``sweep.py`` writes the report. ``submitit`` is an optional dependency
 (``pip install -r requirements-cluster.txt``).

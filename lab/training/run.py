@@ -53,8 +53,7 @@ class TrainResult:
             exact-match (:func:`lab.training.run_logs.periodic_eval`).
         reached_target: the latest periodic evaluation met ``train.target_accuracy`` (its
             minimum over the training lengths, :func:`lab.training.run_logs.reached_target`); False
-            for
-            a run that ended at its step cap below the target, or has no target.
+            for a run that ended at its step cap below the target, or has no target.
         seconds: wall time of this invocation.
         losses: training loss of every step taken in this invocation.
     """

@@ -132,8 +132,7 @@ def periodic_eval(
     """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``.
 
     Scored on validation sets (:func:`lab.common.batches.validation_set`: their own seed stream,
-    never
-    a sequence of the evaluation set), so early stopping does not read the test data.
+    never a sequence of the evaluation set), so early stopping does not read the test data.
 
     Returns:
         ``{"in_dist", "in_dist_min", "2x", "4x"}`` -> exact-match (fractions in [0, 1]):

@@ -79,8 +79,7 @@ class CopeOptions:
     MAX_NPOS: ClassVar[int] = 4096
     """Largest ``npos_max``: a contextual position never exceeds the sequence length, which the
     lab caps at 4096 tokens (``lab.common.config.MAX_TOKENS``), so more vectors are never reached;
-    an
-    evaluation batch builds ``(B, H, T, npos_max)`` dot products."""
+    an evaluation batch builds ``(B, H, T, npos_max)`` dot products."""
 
     npos_max: int = 64
 
