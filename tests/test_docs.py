@@ -27,14 +27,25 @@ def page_id(page: Path) -> str:
     return page.relative_to(ROOT).as_posix()
 
 
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to ``-``."""
+    slugs = set()
+    for heading in re.findall(r"^#+ (.+)$", page.read_text(), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        slugs.add(slug)
+    return slugs
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_relative_link_resolves(page: Path) -> None:
+    """Links to files exist, and so do the headings their ``#anchor`` names."""
     broken = []
     for target in LINK.findall(page.read_text()):
-        if target.startswith(("http://", "https://", "mailto:", "#")):
+        if target.startswith(("http://", "https://", "mailto:")):
             continue
-        path = (page.parent / target.split("#")[0]).resolve()
-        if not path.exists():
+        name, _, anchor = target.partition("#")
+        path = (page.parent / name).resolve() if name else page
+        if not path.exists() or (anchor and path.suffix == ".md" and anchor not in anchors(path)):
             broken.append(target)
     assert not broken, f"{page_id(page)}: broken links {broken}"
 

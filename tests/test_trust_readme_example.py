@@ -31,6 +31,17 @@ logits = model(tokens)
 logits.sum().backward()
 assert logits.shape == (2, 9, 11) and torch.isfinite(logits).all()
 assert model.position.gain.grad is not None and model.position.gain.grad.abs().sum() > 0
+# the bias reaches the scores, on the default path and on the long-sequence blocked path
+import dataclasses
+import model.blocked_attention as blocked
+assert model.position.shared_bias  # declared by overriding score_bias, nothing else
+long = torch.randint(0, 11, (2, 37))
+with torch.no_grad():
+    whole = model(long)
+    blocked.BLOCK_ROWS, blocked.BLOCK_PAIRS = 5, 80
+    assert torch.allclose(model(long), whole, rtol=0, atol=1e-5)
+    model.position.options = dataclasses.replace(model.position.options, slope=5.0)
+    assert not torch.allclose(model(long), whole, atol=1e-3)
 print("ok")
 """
     out = subprocess.run(

@@ -68,7 +68,6 @@ class ALiBiPosition(PositionScheme):
     """
 
     relative = True
-    shared_bias = True
     fixed_bias = True
 
     def __init__(self, config: SchemeConfig, options: object) -> None:

@@ -109,9 +109,10 @@ class PositionScheme(nn.Module):
     relative: ClassVar[bool] = False
     bidirectional: ClassVar[bool] = True
     shared_bias: bool = False
-    """:meth:`score_bias` returns a bias (not None). A class attribute, which an instance may
-    override where its options decide (T5's ``per_layer``): the model reads it to choose the
-    attention path instead of calling the hook."""
+    """:meth:`score_bias` returns a bias (not None). Set for every subclass that overrides
+    :meth:`score_bias` (:meth:`__init_subclass__`), so a new scheme needs not declare it; an
+    instance may turn it off where its options decide (T5's ``per_layer``). The model reads it
+    to choose the attention path instead of calling the hook."""
     fixed_bias: ClassVar[bool] = False
     """A shared bias that at default positions is a fixed function of ``T`` (no parameters), so
     the model may cache it with the mask merged in (:class:`model.mask.MaskCache`)."""
@@ -119,6 +120,12 @@ class PositionScheme(nn.Module):
     """``layer`` returns a bias as large as the scores through ``Scores.window``, so a long
     sequence takes the blocked path (:mod:`model.blocked_attention`) even without a shared
     bias."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that overrides :meth:`score_bias` has a shared bias (``shared_bias``)."""
+        super().__init_subclass__(**kwargs)
+        if "score_bias" in cls.__dict__ and "shared_bias" not in cls.__dict__:
+            cls.shared_bias = True
 
     def __init__(self, config: SchemeConfig, options: Any) -> None:
         super().__init__()

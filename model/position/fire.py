@@ -62,7 +62,6 @@ class FirePosition(PositionScheme):
     """Learned MLP bias of the log-normalised distance, per head, shared by all layers."""
 
     Options = FireOptions
-    shared_bias = True
 
     def __init__(self, config: SchemeConfig, options: FireOptions) -> None:
         super().__init__(config, options)

@@ -68,7 +68,6 @@ class KerpleLog(PositionScheme):
 
     Options = KerpleOptions
     relative = True
-    shared_bias = True
 
     def __init__(self, config: SchemeConfig, options: KerpleOptions) -> None:
         super().__init__(config, options)
