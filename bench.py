@@ -117,8 +117,10 @@ def check_arguments(args: argparse.Namespace) -> tuple:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``bench.py`` (the flags of :data:`PROGRAMS` are listed, and handled
     before parsing)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(  # no abbreviations: --publ must not run the ablation
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch default)")

@@ -136,8 +136,10 @@ def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``sweep.py`` (the flags of :data:`PROGRAMS` are listed, and handled
     before parsing)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(  # no abbreviations: --publ must not run the ablation
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--config", help="sweep file (default configs/ablation.yaml)")
     parser.add_argument("--quick", action="store_true", help="use configs/quick.yaml")
