@@ -2,9 +2,11 @@
 under docs/results/ come from the committed files and the registries, and they agree."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from conftest import one_error_line
 
 from data import available_tasks, build_task
 from lab.bench import report as bench_report
@@ -155,3 +157,107 @@ def test_check_flags_a_stale_readme(tmp_path: Path, monkeypatch, capsys) -> None
     assert "README.md is stale" in capsys.readouterr().err
     assert readme.main([]) == 0  # rewrites it
     assert readme.main(["--check"]) == 0
+
+
+def sandbox(tmp_path: Path, monkeypatch) -> Path:
+    """A copy of docs/results and the README under ``tmp_path``, which :func:`readme.main`
+    publishes into; returns the copy of docs/results."""
+    results = tmp_path / "docs" / "results"
+    shutil.copytree(RESULTS, results)
+    shutil.copyfile(README, tmp_path / "README.md")
+    monkeypatch.setattr(readme, "RESULTS", results)
+    monkeypatch.setattr(readme, "README", tmp_path / "README.md")
+    return results
+
+
+def snapshot(root: Path) -> dict[Path, bytes]:
+    """Every file of the sandbox's docs/ and its README.md -> its bytes."""
+    files = [root / "README.md", *(root / "docs").rglob("*")]
+    return {p: p.read_bytes() for p in sorted(files) if p.is_file()}
+
+
+def bad_sweep(tmp_path: Path, name: str, text: str) -> Path:
+    """A copy of the committed ablation's files with ``name`` holding ``text``."""
+    sweep = tmp_path / "runs" / f"bad_{len(list(tmp_path.glob('runs/*')))}"
+    shutil.copytree(RESULTS / "ablation", sweep)
+    (sweep / name).write_text(text)
+    return sweep
+
+
+def test_publish_checks_and_renders_everything_before_writing_anything(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A bad file among the inputs (not JSON, the wrong kind, a missing file, a README without
+    its markers, runs a page cannot be made from) is one line naming it, exit 2, and not one
+    file of docs/results or the README changed."""
+    results = sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    good = str(results / "ablation")
+    runs = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    no_in_dist = [{**r, "summary": {}} for r in runs]
+    cases = [
+        (["results.json", "not json"], "results.json is not a sweep's results.json (not JSON"),
+        (["results.json", '{"a": 1}'], "results.json is not a sweep's results.json (not a list"),
+        (["results.json", "[]"], "results.json is not a sweep's results.json (an empty list"),
+        (["results.json", "[1]"], "results.json is not a sweep's results.json (item 0 is not"),
+        (["results.json", '[{"seed": 0}]'], "item 0 lacks 'task', 'position', 'config'"),
+        (["sweep.json", "[]"], "sweep.json is not a sweep's sweep.json (not an object"),
+        (["sweep.json", '{"seconds": 1}'], "sweep.json is not a sweep's sweep.json (lacks"),
+        (["results.json", json.dumps(no_in_dist)], "ablation.md cannot be made from /"),
+        (["accuracy_vs_length.png", "text"], "is not a sweep's accuracy_vs_length.png (not a PNG"),
+    ]
+    for (name, text), message in cases:
+        sweep = bad_sweep(tmp_path, name, text)
+        assert readme.main([str(sweep)]) == 2, message
+        error = one_error_line(capsys)
+        assert message in error and (name in error or ".md" in error), error
+        assert snapshot(tmp_path) == before, message
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert readme.main([good, "--suite", str(empty)]) == 2
+    assert "lacks results.json, sweep.json" in one_error_line(capsys)
+    assert snapshot(tmp_path) == before
+    (tmp_path / "README.md").write_text("# no markers\n")
+    before = snapshot(tmp_path)
+    assert readme.main([str(bad_sweep(tmp_path, "report.md", "# another report\n"))]) == 2
+    assert "lacks the markers" in one_error_line(capsys)
+    assert snapshot(tmp_path) == before
+
+
+def test_publishing_the_committed_folder_onto_itself_changes_nothing(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    results = sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    assert readme.main([str(results / "ablation"), "--v2", str(results / "v2")]) == 0
+    assert "rewrote 0 of" in capsys.readouterr().out
+    assert snapshot(tmp_path) == before
+
+
+def test_publish_copies_a_good_sweep_then_rewrites_its_page(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    results = sandbox(tmp_path, monkeypatch)
+    sweep = tmp_path / "runs" / "ablation"
+    shutil.copytree(RESULTS / "ablation", sweep)
+    runs = json.loads((sweep / "results.json").read_text())
+    (sweep / "results.json").write_text(json.dumps(runs[:-1]))
+    assert readme.main([str(sweep)]) == 0
+    assert (results / "ablation" / "results.json").read_text() == json.dumps(runs[:-1])
+    assert "29 runs" in (results / "ablation.md").read_text()
+    assert "29 runs" in (tmp_path / "README.md").read_text()
+    assert readme.main(["--check"]) == 0
+
+
+def test_publish_check_takes_no_folder(tmp_path: Path, capsys) -> None:
+    assert readme.main(["--check", str(tmp_path)]) == 2
+    assert "--check takes no folder" in one_error_line(capsys)
+
+
+def test_publish_help_states_the_whole_description(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        readme.main(["--help"])
+    assert done.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    first = " ".join(readme.__doc__.split("\n\n")[0].split()).replace("``", "")
+    assert first.endswith("(or check them).") and first in out

@@ -106,6 +106,69 @@ def read_json(folder: Path, name: str) -> Any:
     return json.loads((folder / name).read_text())
 
 
+EVAL_KEYS = ("task", "position", "seed", "config", "summary", "train_lengths", "train_steps")
+"""The keys of an ``eval.json`` dict that the pages read (every schema version has them)."""
+SWEEP_KEYS = {"seconds": (int, float), "workers": int, "runs": dict, "machine": str}
+"""The keys of a ``sweep.json`` that the pages read -> their types."""
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def results_problem(data: Any) -> str | None:
+    """What makes ``data`` not a sweep's ``results.json`` (a non-empty list of ``eval.json``
+    dicts with :data:`EVAL_KEYS`), in a few words, or None."""
+    if not isinstance(data, list):
+        return f"not a list of eval.json dicts but a {type(data).__name__}"
+    if not data:
+        return "an empty list: no runs"
+    for i, run in enumerate(data):
+        if not isinstance(run, dict):
+            return f"item {i} is not an eval.json dict but a {type(run).__name__}"
+        missing = [key for key in EVAL_KEYS if key not in run]
+        if missing:
+            return f"item {i} lacks {', '.join(map(repr, missing))}"
+    return None
+
+
+def sweep_problem(data: Any) -> str | None:
+    """What makes ``data`` not a ``sweep.json`` (an object with :data:`SWEEP_KEYS` of their
+    types, ``runs`` counting runs), in a few words, or None."""
+    if not isinstance(data, dict):
+        return f"not an object with {', '.join(SWEEP_KEYS)} but a {type(data).__name__}"
+    missing = [key for key in SWEEP_KEYS if key not in data]
+    if missing:
+        return f"lacks {', '.join(map(repr, missing))}"
+    for key, kind in SWEEP_KEYS.items():
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            return f"{key}={data[key]!r} is not a {getattr(kind, '__name__', 'number')}"
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in data["runs"].values()):
+        return f"runs={data['runs']!r} does not count runs"
+    return None
+
+
+def file_problem(path: Path, kind: str) -> str | None:
+    """What makes the file ``path`` not a sweep's file ``kind`` (``results.json``,
+    ``sweep.json``, ``report.md``, ``results.csv`` or a figure ``*.png``), in a few words, or
+    None. Reads the file.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    data = path.read_bytes()
+    if kind.endswith(".png"):
+        return None if data.startswith(PNG) else "not a PNG image"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"not UTF-8 text: {error.reason} at byte {error.start}"
+    if not kind.endswith(".json"):
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        return f"not JSON: {error}"
+    return results_problem(parsed) if kind == "results.json" else sweep_problem(parsed)
+
+
 def header(family: Family, publish: str) -> list[str]:
     """The first lines of a page: its title and the do-not-edit line naming ``publish``."""
     return [f"# {family.title}", "", GENERATED.format(command=f"`{publish}`"), ""]

@@ -7,6 +7,10 @@ result pages and the README's generated parts from the committed files (or check
     python sweep.py --publish                   # rewrite every page and the README as committed
     python sweep.py --publish --check           # exit 1 when a page or the README is stale
 
+Every named sweep's files are read and checked (:func:`lab.reporting.pages.file_problem`) and
+every page and the README made from them before any file is written: a bad file is one line
+naming it, exit 2, and ``docs/`` and the README as they were.
+
 The README holds two generated parts: the default ablation's result between :data:`BEGIN` and
 :data:`END` (from ``docs/results/ablation/``), and the task table between :data:`TASKS_BEGIN`
 and :data:`TASKS_END` (from the task registry, :func:`task_row`). The pages are
@@ -17,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +34,15 @@ from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
-from lab.reporting.pages import FAMILIES, PAGES, RESULTS, Family, provenance, read_json
+from lab.reporting.pages import (
+    FAMILIES,
+    PAGES,
+    RESULTS,
+    Family,
+    file_problem,
+    provenance,
+    read_json,
+)
 from lab.reporting.tables import format_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +55,14 @@ TASKS_END = "<!-- tasks:end -->"
 TASK_HEADERS = ["task", "family", "lengths", "example", "what it asks"]
 
 
-def copy_results(sweep_dir: str | Path, family: Family, results: Path = RESULTS) -> None:
-    """Copy a finished sweep's files into ``results/FAMILY/`` under the names of
+class MarkerError(ValueError):
+    """The README lacks a generated part's markers."""
+
+
+def family_files(
+    sweep_dir: str | Path, family: Family, results: Path = RESULTS
+) -> dict[Path, Path]:
+    """Where a finished sweep's files go -> the files: ``results/FAMILY/`` under the names of
     :attr:`Family.copied` (and :attr:`Family.optional` where the sweep has them).
 
     Raises:
@@ -53,11 +74,57 @@ def copy_results(sweep_dir: str | Path, family: Family, results: Path = RESULTS)
         raise FileNotFoundError(
             f"{str(sweep_dir)!r} lacks {', '.join(missing)}; run python sweep.py first"
         )
-    target = results / family.name
-    target.mkdir(parents=True, exist_ok=True)
     wanted = {**family.copied, **{n: n for n in family.optional if (sweep_dir / n).is_file()}}
-    for name, copy in wanted.items():
-        shutil.copyfile(sweep_dir / name, target / copy)
+    return {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
+
+
+def copy_file(source: Path, target: Path) -> None:
+    """Copy ``source`` over ``target`` atomically; nothing when they are the same file."""
+    if not (target.exists() and os.path.samefile(source, target)):
+        atomic_write(target, source.read_bytes())
+
+
+def copy_results(sweep_dir: str | Path, family: Family, results: Path = RESULTS) -> None:
+    """Copy a finished sweep's files into ``results/FAMILY/`` (:func:`family_files`), unchecked.
+
+    Raises:
+        FileNotFoundError: a required file is missing (one line naming it).
+    """
+    for target, source in family_files(sweep_dir, family, results).items():
+        copy_file(source, target)
+
+
+def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> dict[Path, Path]:
+    """Every file the named sweeps (family -> folder or None) would copy -> its source, each
+    read and checked (:func:`lab.reporting.pages.file_problem`); nothing is written.
+
+    Raises:
+        FileNotFoundError: a folder lacks a required file.
+        ValueError: a file is not what its name says (one line naming it and what is wrong).
+        OSError: a file cannot be read.
+    """
+    copies: dict[Path, Path] = {}
+    for family, folder in folders.items():
+        if folder:
+            copies |= family_files(folder, FAMILIES[family], results)
+    for source in copies.values():
+        problem = file_problem(source, source.name)
+        if problem:
+            raise ValueError(f"{shown(source)} is not a sweep's {source.name} ({problem})")
+    return copies
+
+
+def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
+    """``into``, filled with the pages' folders of ``results`` as they will be once ``copies``
+    (target under ``results`` -> source) are made; returns ``into``."""
+    for name in PAGES:
+        if (results / name).is_dir():
+            shutil.copytree(results / name, into / name)
+    for target, source in copies.items():
+        staged_file = into / target.relative_to(results)
+        staged_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, staged_file)
+    return into
 
 
 def readme_block(folder: Path = RESULTS / "ablation") -> str:
@@ -104,7 +171,7 @@ def replace_between(text: str, begin: str, end: str, body: str) -> str:
         ValueError: a marker is missing.
     """
     if begin not in text or end not in text:
-        raise ValueError(f"README.md lacks the markers {begin!r} and {end!r}")
+        raise MarkerError(f"README.md lacks the markers {begin!r} and {end!r}")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body}\n{end}{tail}"
@@ -126,13 +193,56 @@ def pages(results: Path = RESULTS) -> dict[Path, str]:
     return {results / f"{name}.md": build(results / name, PUBLISH) for name, build in PAGES.items()}
 
 
-def wanted_files(results: Path = RESULTS) -> dict[Path, tuple[str, str]]:
-    """Every generated file -> (its current text, the text it should have)."""
-    current = README.read_text()
-    files = {README: (current, render(current, results))}
-    for path, text in pages(results).items():
-        files[path] = (path.read_text() if path.is_file() else "", text)
-    return files
+RENDERING = (KeyError, TypeError, IndexError, AttributeError, StopIteration, ZeroDivisionError)
+
+
+def origin(name: str, results: Path, copies: dict[Path, Path]) -> str:
+    """The folders the files of ``results/NAME/`` come from: the sweeps copied there, else
+    ``results/NAME`` itself, for messages."""
+    folders = {shown(s.parent) for t, s in copies.items() if t.parent == results / name}
+    return ", ".join(sorted(folders)) or shown(results / name)
+
+
+def made(path: Path, make: Callable[[], str], source: str) -> str:
+    """``make()``, the text of the generated file ``path``, made from the files of ``source``.
+
+    Raises:
+        MarkerError: the README lacks its markers.
+        ValueError: the files cannot make it (one line naming ``path``, ``source``, the error).
+    """
+    try:
+        return make()
+    except MarkerError:
+        raise
+    except (ValueError, *RENDERING) as error:
+        what = (str(error).splitlines() or [""])[0]
+        raise ValueError(
+            f"{shown(path)} cannot be made from {source} ({type(error).__name__}: {what})"
+        ) from None
+
+
+def wanted_files(
+    results: Path = RESULTS, copies: dict[Path, Path] | None = None, readme: Path = README
+) -> dict[Path, tuple[str, str]]:
+    """Every generated file -> (its current text, the text it should have once ``copies``
+    (target under ``results`` -> source) are made); writes nothing.
+
+    Raises:
+        MarkerError, ValueError: as :func:`made`; OSError: a file cannot be read.
+    """
+    copies = copies or {}
+    files = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        view = staged(results, copies, Path(tmp)) if copies else results
+        for name, build in PAGES.items():
+            path = results / f"{name}.md"
+            text = made(
+                path, lambda b=build, n=name: b(view / n, PUBLISH), origin(name, results, copies)
+            )
+            files[path] = (path.read_text() if path.is_file() else "", text)
+        current = readme.read_text()
+        text = made(readme, lambda: render(current, view), origin("ablation", results, copies))
+    return {readme: (current, text), **files}
 
 
 def shown(path: Path) -> str:
@@ -143,7 +253,10 @@ def shown(path: Path) -> str:
 def parse(argv: list[str]) -> argparse.Namespace:
     """The command line of :func:`main`."""
     parser = argparse.ArgumentParser(
-        prog=PUBLISH, description=__doc__.split("\n")[0], allow_abbrev=False
+        prog=PUBLISH,
+        description="\n\n".join(__doc__.split("\n\n")[:2]).replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("sweep_dir", nargs="?", help="a finished default ablation to copy first")
     for family in ("suite", "suite-quick", "v2", "rope-scaling"):
@@ -153,17 +266,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    """Copy the named sweeps' files (unless ``--check``), then rewrite or check every result
-    page and the README's generated parts. Exit 0, 1 (``--check``: stale) or 2 (an error)."""
+    """Check the named sweeps' files and make every result page and the README's generated
+    parts from them, then copy the files and rewrite what changed (``--check``: only say what is
+    stale). Exit 0, 1 (``--check``: stale) or 2 (an error, one line; nothing written)."""
     args = parse(argv)
     folders = {"ablation": args.sweep_dir, "suite": args.suite, "suite-quick": args.suite_quick}
     folders |= {"v2": args.v2, "rope-scaling": args.rope_scaling}
+    if args.check and any(folders.values()):
+        print("error: --check takes no folder (it checks the committed files)", file=sys.stderr)
+        return 2
     try:
-        for family, folder in folders.items():
-            if folder and not args.check:
-                copy_results(folder, FAMILIES[family])
-        files = wanted_files()
-    except (OSError, ValueError, KeyError) as error:
+        copies = checked_copies(folders, RESULTS)
+        files = wanted_files(RESULTS, copies, README)
+    except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     stale = [path for path, (current, wanted) in files.items() if current != wanted]
@@ -171,6 +286,8 @@ def main(argv: list[str]) -> int:
         for path in stale:
             print(f"{shown(path)} is stale: run {PUBLISH}", file=sys.stderr)
         return 1 if stale else 0
+    for target, source in copies.items():
+        copy_file(source, target)
     for path in stale:
         atomic_write(path, files[path][1])
     print(f"rewrote {len(stale)} of {len(files)} generated files from {shown(RESULTS)}/")
