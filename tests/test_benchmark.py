@@ -1,6 +1,7 @@
 """The benchmark's arithmetic: model FLOPs per token, and a timing run of every scheme."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -252,3 +253,48 @@ def test_other_programs_are_flags_of_bench_py(capsys, tmp_path):
     assert "must name schemes other than none" in one_error_line(capsys)
     assert bench.main(["--threads", "1", "--publish", "bench.json"]) == 2
     assert "--publish must be the first argument" in one_error_line(capsys)
+
+
+def test_bench_publish_files_nothing_when_one_file_is_bad(tmp_path, monkeypatch, capsys):
+    """Every file is checked (and every page made) before any is filed: a bad one, a device
+    without a page (MPS), or two files for one place is one line naming it, exit 2, and
+    nothing written."""
+    results_dir = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results" / "bench-cpu", results_dir / "bench-cpu")
+    monkeypatch.setattr(bench_report, "RESULTS", results_dir)
+    before = {p: p.read_bytes() for p in results_dir.rglob("*") if p.is_file()}
+    results = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench.json").read_text())
+    results["standard"]["batch"] = 32
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(results))
+    mps, sweep_mps = tmp_path / "mps.json", tmp_path / "sweep_mps.json"
+    mps.write_text(json.dumps({**results, "standard": {**results["standard"], "device": "mps"}}))
+    block = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "block_sweep.json").read_text())
+    sweep_mps.write_text(json.dumps({**block, "device_name": "mps"}))
+    bad, listed = tmp_path / "bad.json", tmp_path / "list.json"
+    bad.write_text("not json")
+    listed.write_text("[]")
+    for paths, message in (
+        ([good, bad], "bad.json is not JSON"),
+        ([good, listed], "list.json is not a bench.py JSON of this version"),
+        ([good, mps], "mps.json measured on 'mps'"),
+        ([good, sweep_mps], "sweep_mps.json measured on 'mps'"),
+        ([good, good], "both file as bench-cpu/bench_b32.json"),
+    ):
+        assert bench_report.main([str(p) for p in paths]) == 2, message
+        assert message in one_error_line(capsys)
+        assert {p: p.read_bytes() for p in results_dir.rglob("*") if p.is_file()} == before, message
+        assert not (results_dir / "bench-cpu.md").exists()
+    changed = {**results, "standard": {**results["standard"], "device": "cuda:1"}}
+    assert bench_report.destination(changed) == "bench-cuda/bench_b32.json"
+
+
+def test_bench_publish_of_a_committed_file_onto_itself(tmp_path, monkeypatch):
+    results_dir = tmp_path / "results"
+    for name in bench_report.PAGES:
+        shutil.copytree(ROOT / "docs" / "results" / name, results_dir / name)
+        shutil.copyfile(ROOT / "docs" / "results" / f"{name}.md", results_dir / f"{name}.md")
+    monkeypatch.setattr(bench_report, "RESULTS", results_dir)
+    before = {p: p.read_bytes() for p in results_dir.rglob("*") if p.is_file()}
+    assert bench_report.main([str(results_dir / "bench-cpu" / "bench.json")]) == 0
+    assert {p: p.read_bytes() for p in results_dir.rglob("*") if p.is_file()} == before

@@ -5,18 +5,23 @@
     python bench.py --publish                # rewrite the pages from the committed JSON
     python bench.py --publish --check        # exit 1 when a page is stale
 
-A JSON is filed by its device (``cpu`` or not) and settings: ``bench.json`` (batch 64, eager),
-``bench_bN.json`` (another batch), ``bench_compiled.json`` (``--compile``), ``block_sweep.json``
-(``lab.bench.block_sweep``). ``tests/test_readme.py`` checks that each page holds exactly the
-tables of its JSON files, so a figure cannot drift from its measurement.
+Every file is read and checked, and both pages made, before any file is filed: a bad file is
+one line naming it, exit 2, and nothing written. A JSON is filed by its device (``cpu`` or
+``cuda``; another device, such as ``mps``, has no page and is refused) and settings:
+``bench.json`` (batch 64, eager), ``bench_bN.json`` (another batch), ``bench_compiled.json``
+(``--compile``), ``block_sweep.json`` (``lab.bench.block_sweep``). ``tests/test_readme.py``
+checks that each page holds exactly the tables of its JSON files, so a figure cannot drift from
+its measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from lab.bench.benchmark import ours_vs_theirs
@@ -133,12 +138,46 @@ def is_block_sweep(results: dict) -> bool:
     return "results" in results
 
 
-def destination(results: dict) -> str:
-    """``'bench-cpu/bench.json'``: where a JSON is filed, by its device and settings."""
+class DeviceError(ValueError):
+    """A JSON measured on a device that has no page (not ``cpu`` or ``cuda``)."""
+
+
+def device_page(results: dict) -> str:
+    """``'bench-cpu'`` or ``'bench-cuda'``: the page of the device a JSON measured on. A block
+    sweep records ``device_name`` only: ``cpu``, a GPU's product name (``NVIDIA H200``) on
+    CUDA, or another device's type (``mps``).
+
+    Raises:
+        DeviceError: another device (``mps``, ``xpu``, ...), naming it.
+        KeyError, TypeError: not a JSON of this version.
+    """
     if is_block_sweep(results):
-        return f"bench-{'cpu' if results['device_name'] == 'cpu' else 'cuda'}/block_sweep.json"
+        device = results["device_name"]
+        cuda = not (device.isidentifier() and device.islower())  # a product name
+    else:
+        device = results["standard"]["device"]
+        cuda = device == "cuda" or device.startswith("cuda:")
+    if device == "cpu":
+        return "bench-cpu"
+    if not cuda:
+        raise DeviceError(
+            f"measured on {device!r}; only cpu and cuda results have pages "
+            f"({', '.join(f'{name}.md' for name in PAGES)})"
+        )
+    return "bench-cuda"
+
+
+def destination(results: dict) -> str:
+    """``'bench-cpu/bench.json'``: where a JSON is filed, by its device (:func:`device_page`)
+    and settings.
+
+    Raises:
+        DeviceError: a device without a page; KeyError, TypeError: not a JSON of this version.
+    """
+    page = device_page(results)
+    if is_block_sweep(results):
+        return f"{page}/block_sweep.json"
     standard = results["standard"]
-    page = f"bench-{'cpu' if standard['device'] == 'cpu' else 'cuda'}"
     if standard["compile"]:
         return f"{page}/bench_compiled.json"
     return (
@@ -212,40 +251,104 @@ def page(name: str, results_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def publish(path: str) -> Path:
-    """File one ``bench.py`` or block-sweep JSON under :data:`RESULTS` by what it measured
-    (:func:`destination`), after checking that its tables can be made; returns where it went.
+RENDERING = (KeyError, TypeError, StopIteration, ZeroDivisionError, RecursionError)
+"""What reading a JSON of another version (or another kind) raises."""
+
+
+def checked(path: str) -> tuple[str, dict]:
+    """Read one ``bench.py`` or block-sweep JSON and check that its section of a page can be
+    made; returns where it is filed under :data:`RESULTS` (:func:`destination`) and its content.
 
     Raises:
-        OSError, ValueError: the file cannot be read or is not JSON.
-        KeyError, TypeError, StopIteration, ZeroDivisionError: not a JSON of this version.
+        OSError: the file cannot be read.
+        ValueError: not JSON, not a JSON of this version, or a device without a page (one line
+            naming ``path``).
     """
-    results = json.loads(Path(path).read_text())
-    if is_block_sweep(results):
-        for length in sorted({r["length"] for r in results["results"]}):
-            ratio_table(results, length)
-    else:
-        bench_tables(results)
-    target = RESULTS / destination(results)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, target)
-    return target
+    try:
+        results = json.loads(Path(path).read_text())
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error.reason})") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error})") from None
+    try:
+        name = destination(results)
+        if is_block_sweep(results):
+            for length in sorted({r["length"] for r in results["results"]}):
+                ratio_table(results, length)
+        else:
+            bench_tables(results)
+        setting(name, results)
+    except DeviceError as error:
+        raise ValueError(f"{path} {error}") from None
+    except RENDERING as error:
+        what = f"missing {error}" if isinstance(error, KeyError) else type(error).__name__
+        raise ValueError(
+            f"{path} is not a bench.py JSON of this version ({what}); re-run python bench.py"
+        ) from None
+    return name, results
 
 
-def stale_pages() -> dict[Path, str]:
-    """The pages under :data:`RESULTS` whose text differs from what their JSON makes -> the
-    text they should have."""
-    stale = {}
+def filing(paths: list[str]) -> dict[Path, Path]:
+    """Where each JSON of ``paths`` is filed under :data:`RESULTS` -> the JSON, all checked
+    (:func:`checked`); nothing is written.
+
+    Raises:
+        OSError, ValueError: as :func:`checked`, or two files filed in one place (one line).
+    """
+    filed: dict[Path, Path] = {}
+    for path in paths:
+        name, _ = checked(path)
+        if RESULTS / name in filed:
+            raise ValueError(f"{filed[RESULTS / name]} and {path} both file as {name}; give one")
+        filed[RESULTS / name] = Path(path)
+    return filed
+
+
+def staged(filed: dict[Path, Path], into: Path) -> Path:
+    """``into``, filled with the pages' folders of :data:`RESULTS` as they will be once
+    ``filed`` (place -> JSON) is filed; returns ``into``."""
     for name in PAGES:
-        path, text = RESULTS / f"{name}.md", page(name, RESULTS)
-        if not path.is_file() or path.read_text() != text:
-            stale[path] = text
+        if (RESULTS / name).is_dir():
+            shutil.copytree(RESULTS / name, into / name)
+    for target, source in filed.items():
+        (into / target.relative_to(RESULTS)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, into / target.relative_to(RESULTS))
+    return into
+
+
+def stale_pages(filed: dict[Path, Path] | None = None) -> dict[Path, str]:
+    """The pages under :data:`RESULTS` whose text differs from what their JSON makes (once
+    ``filed``, place -> JSON, is filed) -> the text they should have; writes nothing.
+
+    Raises:
+        ValueError: a page cannot be made from its JSON files (one line naming it).
+    """
+    stale = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        view = staged(filed, Path(tmp)) if filed else RESULTS
+        for name in PAGES:
+            path = RESULTS / f"{name}.md"
+            try:
+                text = page(name, view)
+            except (ValueError, *RENDERING) as error:
+                what = f"{type(error).__name__}: {error}"
+                raise ValueError(
+                    f"{shown(path)} cannot be made from its JSON files ({what})"
+                ) from None
+            if not path.is_file() or path.read_text() != text:
+                stale[path] = text
     return stale
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the project when inside it, for messages."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def main(argv: list[str]) -> int:
-    """``--publish [--check] [JSON ...]``: file the JSON files (:func:`publish`), then rewrite
-    the pages, or with ``--check`` exit 1 when one is stale. Exit 2 on a bad file (one line)."""
+    """``--publish [--check] [JSON ...]``: check the JSON files (:func:`filing`) and make the
+    pages, then file the JSON and rewrite the pages that changed, or with ``--check`` exit 1
+    when one is stale. Exit 2 on a bad file (one line; nothing written)."""
     parser = argparse.ArgumentParser(
         prog="python bench.py --publish",
         description=__doc__,
@@ -257,33 +360,24 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help (0) or a malformed line (2, argparse's message)
         return int(done.code or 0)
-    check, paths = args.check, args.paths
-    if check and paths:
+    if args.check and args.paths:
         print("error: --check takes no files", file=sys.stderr)
         return 2
-    for path in paths:
-        try:
-            publish(path)
-        except (OSError, ValueError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except (KeyError, TypeError, StopIteration, ZeroDivisionError, RecursionError) as error:
-            what = f"missing {error}" if isinstance(error, KeyError) else type(error).__name__
-            print(
-                f"error: {path} is not a bench.py JSON of this version ({what}); "
-                "re-run python bench.py",
-                file=sys.stderr,
-            )
-            return 2
-    stale = stale_pages()
+    try:
+        filed = filing(args.paths)
+        stale = stale_pages(filed)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for target, source in filed.items():
+        if not (target.exists() and os.path.samefile(source, target)):
+            atomic_write(target, source.read_bytes())
     for path, text in stale.items():
-        if check:
-            print(
-                f"{path.relative_to(ROOT)} is stale: run python bench.py --publish", file=sys.stderr
-            )
+        if args.check:
+            print(f"{shown(path)} is stale: run python bench.py --publish", file=sys.stderr)
         else:
             atomic_write(path, text)
-    return 1 if check and stale else 0
+    return 1 if args.check and stale else 0
 
 
 if __name__ == "__main__":
