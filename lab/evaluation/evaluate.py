@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import torch
+import yaml
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
@@ -142,10 +144,14 @@ def older_version(result: Any) -> bool:
 def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
     """``eval_config`` with ``eval.KEY=VALUE`` overrides applied (other sections are refused).
 
+    ``eval.position_options.KEY=VALUE`` changes one option; ``eval.position_options={}`` (or
+    ``null``) drops every saved one, so a run saved with options its scheme refuses is
+    evaluated as trained, and ``eval.position_options={KEY: VALUE}`` replaces them all
+    (earlier ``eval.position_options.KEY`` overrides are dropped, later ones apply on top).
+
     Raises:
         ConfigError: an override outside ``eval.*``, an unknown key or a bad value (one line).
     """
-    keys = []
     for item in overrides:
         key = item.split("=", 1)[0]
         if "=" not in item or not key.startswith("eval."):
@@ -153,7 +159,13 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
                 f"override {item!r} is not an eval.KEY=VALUE override; eval.py only changes "
                 "eval.* settings, e.g. eval.samples=500"
             )
-        keys.append(item[len("eval.") :])
+    whole = [i for i, item in enumerate(overrides) if item.split("=", 1)[0] == OPTIONS]
+    if whole:  # replaces the saved options (a merge would keep them)
+        eval_config = replace(eval_config, position_options=_options(overrides[whole[-1]]))
+        overrides = [
+            o for i, o in enumerate(overrides) if i > whole[-1] or not o.startswith(OPTIONS)
+        ]
+    keys = [item[len("eval.") :] for item in overrides]
     check_overrides(overrides)  # one-line errors naming the key and the allowed keys
     try:
         merged = OmegaConf.merge(OmegaConf.structured(eval_config), OmegaConf.from_dotlist(keys))
@@ -162,6 +174,31 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
         raise ConfigError(f"bad eval override: {str(error).splitlines()[0]}") from None
     assert isinstance(result, EvalConfig)
     return result
+
+
+OPTIONS = "eval.position_options"
+"""The key of the evaluation-time position options (a mapping)."""
+
+
+def _options(item: str) -> dict[str, Any]:
+    """The mapping ``eval.position_options=VALUE`` gives (YAML; ``null`` is ``{}``).
+
+    Raises:
+        ConfigError: a value that is not a mapping or null (one line).
+    """
+    value = item.split("=", 1)[1]
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) for k in parsed):
+        raise ConfigError(
+            f"{item!r} is invalid; give a mapping, e.g. {OPTIONS}={{theta: 40000}}, {{}} or "
+            f"null (no options: as trained), or one option: {OPTIONS}.KEY=VALUE"
+        )
+    return parsed
 
 
 def evaluation_lengths(
