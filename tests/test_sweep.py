@@ -467,3 +467,21 @@ def test_all_on_another_key_says_where_it_belongs(override):
 def test_a_bad_task_or_scheme_names_all_as_allowed(override, kind):
     with pytest.raises(ConfigError, match=rf"is not a known {kind}; choose one of .*, or all"):
         load_sweep(CONFIG, [override])
+
+
+def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, capsys):
+    """A sweep evaluated on a GPU (bf16 under precision auto) and rerun on a CPU reported the
+    GPU's figures as 'skipped (already finished)'."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    here = "cuda" if torch.cuda.is_available() else "cpu"  # where device=auto evaluates
+    other = {"device": "cpu", "dtype": "float32"} if here == "cuda" else {}
+    other = other or {"device": "cuda:0", "dtype": "bfloat16"}
+    path = copy / "rope-copy-seed0" / "eval.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **other}))
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    captured = capsys.readouterr()
+    assert "0 run(s) trained, 1 only re-evaluated, 1 skipped" in captured.out
+    assert f"{path}: evaluated on {other['device']} in {other['dtype']}" in captured.err
+    assert torch.device(json.loads(path.read_text())["device"]).type == here

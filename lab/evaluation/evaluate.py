@@ -91,7 +91,10 @@ def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transfo
 
 
 def load_evaluation(
-    run_dir: str | Path, eval_config: EvalConfig | None = None, folder: str | Path | None = None
+    run_dir: str | Path,
+    eval_config: EvalConfig | None = None,
+    folder: str | Path | None = None,
+    device: torch.device | None = None,
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
@@ -104,8 +107,11 @@ def load_evaluation(
     written after the checkpoint, computed from this very checkpoint (its
     ``checkpoint.sha256``: an ``eval.json`` of another run copied or written into this folder
     is never taken for this run's), and (when ``eval_config`` is given) evaluated with exactly
-    those settings. ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s
-    ``write_to``); None means ``run_dir``.
+    those settings, and (when ``device`` is given) made on a device of the same type (cpu,
+    cuda, mps) in the dtype these settings give there (:func:`evaluated_elsewhere`: another
+    device's figures are never reused, e.g. a GPU's bf16 ones on a CPU; one warning line).
+    ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None
+    means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
     if folder is not None and linked_below(folder, run_dir) is not None:
@@ -131,7 +137,28 @@ def load_evaluation(
     wanted = eval_config and OmegaConf.to_container(OmegaConf.structured(eval_config))
     if eval_config is not None and result.get("config", {}).get("eval") != wanted:
         return None
+    elsewhere = device is not None and evaluated_elsewhere(result, device)
+    if elsewhere:
+        print(f"warning: {path}: {elsewhere}; evaluating it again", file=sys.stderr)
+        return None
     return result
+
+
+def evaluated_elsewhere(result: dict[str, Any], device: torch.device) -> str | None:
+    """Why the consistent ``eval.json`` dict ``result`` is not what an evaluation on ``device``
+    with its own settings would give (another device type, or another dtype: ``auto`` is bf16
+    on CUDA and float32 elsewhere), or None."""
+    saved = torch.device(result["device"])
+    config = result["config"]  # its precision and eval.precision: this run's and these settings'
+    precision = (config.get("eval") or {}).get("precision") or config.get("precision", "auto")
+    dtype = compute_dtype(device, precision)
+    dtype_name = str(dtype).removeprefix("torch.")
+    if saved.type == device.type and result["dtype"] == dtype_name:
+        return None
+    return (
+        f"evaluated on {result['device']} in {result['dtype']}, and this evaluation runs on "
+        f"{device} in {dtype_name}"
+    )
 
 
 def older_version(result: Any) -> bool:

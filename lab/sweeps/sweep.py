@@ -524,11 +524,14 @@ def _on_worker(config: Config, device: str | None, threads: int | None) -> Confi
 def _evaluation_plans(spec: RunSpec, config: Config, finished: bool) -> list[tuple[Any, Any, Any]]:
     """One ``(eval config, folder of its eval.json or None, its saved result or None)`` per
     evaluation of ``spec``, in order; saved results are looked up only for a ``finished`` run
-    (one that is not is trained, then evaluated anew)."""
+    (one that is not is trained, then evaluated anew), and only when made on ``config``'s
+    device type in the dtype its settings give there."""
+    from lab.common.runtime import resolve_device
     from lab.evaluation.evaluate import apply_eval_overrides, load_evaluation
 
+    device = resolve_device(config.device)  # where evaluate_run would evaluate
     return [
-        (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
+        (settings, folder, finished and load_evaluation(config.run_dir, settings, folder, device))
         for label, extra in spec.evaluations.items()
         for settings in [apply_eval_overrides(config.eval, extra)]
         for folder in [evaluation_folder(config.run_dir, label)]
