@@ -20,7 +20,14 @@ import shlex
 import signal
 import sys
 
-from lab.common.config import Config, ConfigError, config_to_dict, flat_keys, load_config
+from lab.common.config import (
+    Config,
+    ConfigError,
+    check_evaluable,
+    config_to_dict,
+    flat_keys,
+    load_config,
+)
 from lab.common.runlock import RunLocked
 from lab.common.runtime import cpu_threads
 from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
@@ -108,6 +115,10 @@ def run_config(args: argparse.Namespace) -> Config:
     """The config to train: the saved one with the allowed overrides (``--resume``), else the
     defaults, ``--config`` and the overrides.
 
+    A new run's ``eval.position_options`` are checked against its scheme as a sweep checks
+    them (:func:`lab.common.config.check_evaluable`), so no run is trained that its evaluation
+    then refuses.
+
     Raises:
         ConfigError: ``--config`` with ``--resume``, or a bad file, key or value (one line).
         FileNotFoundError, ValueError: ``--resume`` without a readable checkpoint.
@@ -116,7 +127,9 @@ def run_config(args: argparse.Namespace) -> Config:
         if args.config:
             raise ConfigError("--resume takes the run's saved config; drop --config")
         return resume_config(args.resume, args.overrides)
-    return load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides)
+    check_evaluable(config)
+    return config
 
 
 def print_start(config: Config) -> None:

@@ -644,3 +644,30 @@ def test_eval_overrides_are_checked_against_the_run_not_the_default_task():
     assert apply_eval_overrides(EvalConfig(), ["eval.lengths=[2]"]).lengths == [2]
     with pytest.raises(ConfigError, match="unknown config key 'eval.foo'; allowed keys"):
         apply_eval_overrides(EvalConfig(), ["eval.foo=1"])
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype"), [("cuda:0", "bfloat16"), ("cuda", "bfloat16"), ("mps", "float32")]
+)
+def test_an_eval_json_of_another_device_is_not_current_there(
+    device, dtype, run_result, trained_run, tmp_path, capsys
+):
+    """An eval.json made on a GPU (bf16 under the default precision auto) was reused by a sweep
+    rerun on a CPU, which would evaluate in float32: the device type and dtype must match."""
+    cpu = torch.device("cpu")
+    assert load_evaluation(trained_run, FAST_EVAL, device=cpu) is not None  # made on this CPU
+    assert load_evaluation(trained_run, FAST_EVAL, device=torch.device("cuda")) is None
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(trained_run, elsewhere)
+    saved = json.loads((elsewhere / "eval.json").read_text())
+    (elsewhere / "eval.json").write_text(json.dumps({**saved, "device": device, "dtype": dtype}))
+    capsys.readouterr()
+    assert load_evaluation(elsewhere, FAST_EVAL) is not None  # consistent, where it was made
+    assert load_evaluation(elsewhere, FAST_EVAL, device=torch.device(device)) is not None
+    assert capsys.readouterr().err == ""
+    assert load_evaluation(elsewhere, FAST_EVAL, device=cpu) is None
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"warning: {elsewhere / 'eval.json'}: evaluated on {device} in {dtype}, and this "
+        "evaluation runs on cpu in float32; evaluating it again"
+    )

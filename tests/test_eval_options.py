@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import eval as eval_cli
+import train as train_cli
 from lab.common.config import load_config
 from lab.training.run_logs import hparams
 from lab.training.trainer import train
@@ -84,3 +85,67 @@ def test_tensorboard_hparams_show_the_active_scheme_options():
     assert values["model.options.t5.num_buckets"] == 16
     assert values["model.options.t5.max_distance"] == 128
     assert not any(key.startswith("model.options.rope") for key in values)
+
+
+TINY_RUN = [
+    "data.task=copy",
+    "data.train_min_length=2",
+    "data.train_max_length=4",
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.d_ff=64",
+    "train.steps=4",
+    "train.warmup_steps=1",
+    "train.eval_every=4",
+    "train.eval_samples=8",
+    "train.progress=false",
+    "device=cpu",
+]
+FAST = ["eval.samples=8", "eval.probe_samples=8", "eval.lengths=[2,4]", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["eval.position_options.bogus=1"], "eval.position_options.bogus cannot change"),
+        (
+            ["model.position=alibi", "eval.position_options.theta=40000"],
+            "its evaluable options: none",
+        ),
+        (["eval.position_options.theta=abc"], "model.options.rope.theta='abc' is invalid"),
+    ],
+)
+def test_train_refuses_position_options_its_evaluation_would_refuse(
+    overrides, message, tmp_path, capsys
+):
+    """train.py once trained and saved these, and eval.py then refused the run every time."""
+    run = tmp_path / "run"
+    assert train_cli.main([*TINY_RUN, *overrides, f"run_dir={run}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert not run.exists()  # refused before anything was written
+
+
+def test_a_run_saved_with_refused_options_is_evaluated_again_once_they_are_cleared(
+    tmp_path, capsys
+):
+    """A run saved (by an earlier version) with eval.position_options its scheme refuses:
+    eval.py refuses it as it is, and ``eval.position_options={}`` or ``=null`` clears them."""
+    run = tmp_path / "run"
+    train(load_config(None, [*TINY_RUN, "eval.position_options.bogus=1", f"run_dir={run}"]))
+    capsys.readouterr()
+    assert eval_cli.main([str(run), *FAST]) == 2
+    assert "eval.position_options.bogus cannot change" in capsys.readouterr().err
+    for cleared in ("{}", "null"):
+        assert eval_cli.main([str(run), *FAST, f"eval.position_options={cleared}"]) == 0
+        saved = json.loads((run / "eval.json").read_text())
+        assert saved["config"]["eval"]["position_options"] == {}, cleared
+    replaced = ["eval.position_options.bogus=1", "eval.position_options={theta: 40000}"]
+    replaced += ["eval.position_options.scaling=dynamic", "eval.position_options.scaling_factor=2"]
+    assert eval_cli.main([str(run), *FAST, *replaced]) == 0  # earlier ones dropped, later kept
+    saved = json.loads((run / "eval.json").read_text())["config"]["eval"]["position_options"]
+    assert saved == {"theta": 40000, "scaling": "dynamic", "scaling_factor": 2}
+    capsys.readouterr()
+    assert eval_cli.main([str(run), *FAST, "eval.position_options=5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'eval.position_options=5' is invalid; give a mapping" in err and "\n" not in err

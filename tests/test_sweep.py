@@ -399,3 +399,89 @@ def test_a_trained_run_is_evaluated_many_ways_without_retraining(finished, tmp_p
     assert "0 run(s) trained, 1 only re-evaluated" in capsys.readouterr().out
     folder = run / "evaluations" / "scalingyarn-scaling_factor4"
     assert json.loads((folder / "eval.json").read_text())["lengths"][0]["samples"] == 4
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ("grid: 5", "grid must be a mapping of dotted key -> a value or a list of values"),
+        ("grid: [all]", "grid must be a mapping of dotted key -> a value or a list of values"),
+        ("grid: {data.task: [[all]]}", "grid key 'data.task' has the value [['all']]; give a"),
+        ("grid: {seed: [[0]]}", "grid key 'seed' has the value [[0]]; give a value or a list"),
+        ("grid: {data.task: {a: all}}", "grid key 'data.task' has the value {'a': 'all'}"),
+        ("grid: {data.task: []}", "grid key 'data.task' has no values; give at least one"),
+        ("grid: {seed: [0]}\nwhen: {data.task=copy: 5}", "must be a mapping of settings"),
+        ("grid: {seed: [0]}\nbase: [1]", "base must be a mapping"),
+    ],
+)
+def test_a_grid_of_other_shapes_or_an_empty_axis_is_one_line(grid, message, tmp_path, capsys):
+    """These once crashed with a traceback (nested values, a grid that is no mapping) or swept
+    '0 runs' with exit status 0 (an empty axis)."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"out_dir: {tmp_path / 'out'}\n{grid}\n")
+    assert sweep.main(["--config", str(path)]) == 2
+    err = one_error_line(capsys)
+    assert message in err and str(path) in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        ("data.task=al", "when block 'data.task=al' names data.task='al', which is not a value"),
+        ("task=all", "when block 'task=all' names data.task='all', which is not a value"),
+        ("seed=7", "when block 'seed=7' names seed='7', which is not a value of the grid"),
+        ("model.d_model=32", "when block 'model.d_model=32' is not KEY=VALUE with KEY a grid key"),
+        ("copy", "when block 'copy' is not KEY=VALUE"),
+    ],
+)
+def test_a_when_block_on_no_grid_value_is_one_line(when, message, tmp_path):
+    """A typo in a when key was silently never applied."""
+    path = tmp_path / "sweep.yaml"
+    grid = "grid: {data.task: [svo, copy], seed: [0, 1]}"
+    path.write_text(f"out_dir: {tmp_path}\n{grid}\nwhen: {{{when}: {{train: {{steps: 5}}}}}}\n")
+    with pytest.raises(ConfigError, match="^sweep file .*") as error:
+        load_sweep(path)
+    assert message in str(error.value)
+
+
+def test_a_when_block_applies_to_a_value_on_the_command_line_or_in_the_file(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    blocks = "when: {seed=3: {train: {steps: 700}}, data.task=svo: {train: {steps: 900}}}"
+    path.write_text(f"out_dir: {tmp_path}\ngrid: {{data.task: [copy], seed: [0]}}\n{blocks}\n")
+    runs = expand(load_sweep(path, ["seed=3,4"]))  # seed=3 only on the command line
+    steps = {r.name: load_config(None, r.overrides).train.steps for r in runs}
+    assert steps == {"copy-seed3": 700, "copy-seed4": load_config().train.steps}
+    assert len(expand(load_sweep(path, ["task=svo", "seed=3"]))) == 1  # svo: a registered task
+
+
+@pytest.mark.parametrize("override", ["seed=all", "model.d_model=all", "seed=0,all"])
+def test_all_on_another_key_says_where_it_belongs(override):
+    with pytest.raises(ConfigError, match="only for data.task and model.position"):
+        load_sweep(CONFIG, [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "kind"), [("task=copy,al", "task"), ("position=ROPE", "scheme")]
+)
+def test_a_bad_task_or_scheme_names_all_as_allowed(override, kind):
+    with pytest.raises(ConfigError, match=rf"is not a known {kind}; choose one of .*, or all"):
+        load_sweep(CONFIG, [override])
+
+
+def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, capsys):
+    """A sweep evaluated on a GPU (bf16 under precision auto) and rerun on a CPU reported the
+    GPU's figures as 'skipped (already finished)'."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    here = "cuda" if torch.cuda.is_available() else "cpu"  # where device=auto evaluates
+    other = {"device": "cpu", "dtype": "float32"} if here == "cuda" else {}
+    other = other or {"device": "cuda:0", "dtype": "bfloat16"}
+    path = copy / "rope-copy-seed0" / "eval.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **other}))
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    captured = capsys.readouterr()
+    assert "0 run(s) trained, 1 only re-evaluated, 1 skipped" in captured.out
+    assert f"{path}: evaluated on {other['device']} in {other['dtype']}" in captured.err
+    assert torch.device(json.loads(path.read_text())["device"]).type == here

@@ -78,3 +78,39 @@ def test_a_file_that_is_no_results_json_is_one_line(tmp_path, capsys) -> None:
     assert main([str(PAGES / "amd_epyc_results.json"), str(sweep_json)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: {sweep_json} is not a sweep's results.json (a list of eval.json results)"
+
+
+def test_bad_compare_arguments_are_one_line_naming_the_file(sweeps, tmp_path, capsys) -> None:
+    """--out a folder was a traceback (IsADirectoryError); a non-JSON file, an empty list or
+    rows of mixed seed types said 'Expecting value', 'max() arg is an empty sequence' or
+    "'<' not supported", naming no file."""
+    import sweep
+
+    good = str(PAGES / "amd_epyc_results.json")
+    files = {"text": "not json", "empty": "[]", "dict": '{"a": 1}'}
+    for name, text in files.items():
+        (tmp_path / f"{name}.json").write_text(text)
+    row = {**sweeps[0][0], "seed": "0"}
+    (tmp_path / "text_seed.json").write_text(json.dumps([row]))
+    bad = {name: str(tmp_path / f"{name}.json") for name in [*files, "text_seed"]}
+    cases = [
+        ([good, good, "--out", str(tmp_path)], f"--out {tmp_path} is a folder; give the file"),
+        ([good, bad["text"]], f"{bad['text']} is not a readable JSON file"),
+        ([good, str(tmp_path)], f"{tmp_path} is not a readable JSON file"),
+        ([bad["empty"], bad["empty"]], f"{bad['empty']} holds no results"),
+        ([good, bad["dict"]], f"{bad['dict']} is not a sweep's results.json"),
+        ([good, bad["text_seed"]], f"{bad['text_seed']} is not a sweep's results.json"),
+    ]
+    for argv, message in cases:
+        assert sweep.main(["--compare", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and message in err and "\n" not in err, (argv, err)
+    assert not list(tmp_path.glob(".*.tmp*"))  # no half-written page left behind
+    unlearned = copy.deepcopy(sweeps[0])
+    for result in unlearned:
+        result["summary"]["in_dist"] = 0.0
+    (tmp_path / "unlearned.json").write_text(json.dumps(unlearned))
+    assert sweep.main(["--compare", *[str(tmp_path / "unlearned.json")] * 2]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot compare {tmp_path / 'unlearned.json'} with ")
+    assert "no cell holds learned runs in both sweeps" in err and "\n" not in err

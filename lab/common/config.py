@@ -60,12 +60,14 @@ __all__ = [
     "EvalConfig",
     "TrainConfig",
     "changed_keys",
+    "check_evaluable",
     "check_finite",
     "check_lengths",
     "check_overrides",
     "check_range",
     "config_from_dict",
     "config_to_dict",
+    "declared_type",
     "flat_keys",
     "load_config",
     "load_yaml",
@@ -203,6 +205,22 @@ def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Co
     return updated
 
 
+def check_evaluable(config: Config, where: str = "") -> None:
+    """Check ``config.eval.position_options`` against the run's position scheme: only options
+    the scheme marks evaluable, each with a valid value (:meth:`model.ModelConfig.at_evaluation`).
+    ``train.py`` checks it before training, a sweep before any run and ``eval.py`` before any
+    evaluation, so no run is saved with evaluation settings that its evaluation refuses.
+
+    Raises:
+        ConfigError: one line naming the option and the scheme's evaluable ones (after
+            ``where: `` when ``where`` is given).
+    """
+    try:
+        config.model.at_evaluation(config.eval.position_options)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}" if where else str(error)) from None
+
+
 def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
     """Check the keys and value types of ``key=value`` overrides, without the checks that need
     a whole config (a task's lengths, a scheme's table): for overrides that will be applied to
@@ -276,6 +294,13 @@ def save_config(config: Config, path: str | Path) -> None:
 def flat_keys() -> list[str]:
     """Dotted names of every config key, e.g. ``model.position``."""
     return list(_field_types())
+
+
+def declared_type(key: str) -> Any:
+    """The declared type of the dotted config key ``key`` (``seed`` -> ``int``; a task option
+    ``data.options.TASK.KEY`` too); None for a key of no declared type (a scheme's option) or
+    an unknown one."""
+    return _field_types().get(key) or _task_option_type(key)
 
 
 def load_yaml(path: str | Path) -> DictConfig:

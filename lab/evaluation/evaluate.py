@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import torch
+import yaml
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
@@ -89,7 +91,10 @@ def load_run(run_dir: str | Path, device: torch.device) -> tuple[Config, Transfo
 
 
 def load_evaluation(
-    run_dir: str | Path, eval_config: EvalConfig | None = None, folder: str | Path | None = None
+    run_dir: str | Path,
+    eval_config: EvalConfig | None = None,
+    folder: str | Path | None = None,
+    device: torch.device | None = None,
 ) -> dict | None:
     """A run's saved ``eval.json`` if it is current, else None (so the caller re-evaluates).
 
@@ -102,8 +107,11 @@ def load_evaluation(
     written after the checkpoint, computed from this very checkpoint (its
     ``checkpoint.sha256``: an ``eval.json`` of another run copied or written into this folder
     is never taken for this run's), and (when ``eval_config`` is given) evaluated with exactly
-    those settings. ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s
-    ``write_to``); None means ``run_dir``.
+    those settings, and (when ``device`` is given) made on a device of the same type (cpu,
+    cuda, mps) in the dtype these settings give there (:func:`evaluated_elsewhere`: another
+    device's figures are never reused, e.g. a GPU's bf16 ones on a CPU; one warning line).
+    ``folder`` is where the ``eval.json`` lies (:func:`evaluate_run`'s ``write_to``); None
+    means ``run_dir``.
     """
     path = Path(run_dir if folder is None else folder) / EVAL_NAME
     if folder is not None and linked_below(folder, run_dir) is not None:
@@ -129,7 +137,28 @@ def load_evaluation(
     wanted = eval_config and OmegaConf.to_container(OmegaConf.structured(eval_config))
     if eval_config is not None and result.get("config", {}).get("eval") != wanted:
         return None
+    elsewhere = device is not None and evaluated_elsewhere(result, device)
+    if elsewhere:
+        print(f"warning: {path}: {elsewhere}; evaluating it again", file=sys.stderr)
+        return None
     return result
+
+
+def evaluated_elsewhere(result: dict[str, Any], device: torch.device) -> str | None:
+    """Why the consistent ``eval.json`` dict ``result`` is not what an evaluation on ``device``
+    with its own settings would give (another device type, or another dtype: ``auto`` is bf16
+    on CUDA and float32 elsewhere), or None."""
+    saved = torch.device(result["device"])
+    config = result["config"]  # its precision and eval.precision: this run's and these settings'
+    precision = (config.get("eval") or {}).get("precision") or config.get("precision", "auto")
+    dtype = compute_dtype(device, precision)
+    dtype_name = str(dtype).removeprefix("torch.")
+    if saved.type == device.type and result["dtype"] == dtype_name:
+        return None
+    return (
+        f"evaluated on {result['device']} in {result['dtype']}, and this evaluation runs on "
+        f"{device} in {dtype_name}"
+    )
 
 
 def older_version(result: Any) -> bool:
@@ -142,10 +171,14 @@ def older_version(result: Any) -> bool:
 def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
     """``eval_config`` with ``eval.KEY=VALUE`` overrides applied (other sections are refused).
 
+    ``eval.position_options.KEY=VALUE`` changes one option; ``eval.position_options={}`` (or
+    ``null``) drops every saved one, so a run saved with options its scheme refuses is
+    evaluated as trained, and ``eval.position_options={KEY: VALUE}`` replaces them all
+    (earlier ``eval.position_options.KEY`` overrides are dropped, later ones apply on top).
+
     Raises:
         ConfigError: an override outside ``eval.*``, an unknown key or a bad value (one line).
     """
-    keys = []
     for item in overrides:
         key = item.split("=", 1)[0]
         if "=" not in item or not key.startswith("eval."):
@@ -153,7 +186,13 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
                 f"override {item!r} is not an eval.KEY=VALUE override; eval.py only changes "
                 "eval.* settings, e.g. eval.samples=500"
             )
-        keys.append(item[len("eval.") :])
+    whole = [i for i, item in enumerate(overrides) if item.split("=", 1)[0] == OPTIONS]
+    if whole:  # replaces the saved options (a merge would keep them)
+        eval_config = replace(eval_config, position_options=_options(overrides[whole[-1]]))
+        overrides = [
+            o for i, o in enumerate(overrides) if i > whole[-1] or not o.startswith(OPTIONS)
+        ]
+    keys = [item[len("eval.") :] for item in overrides]
     check_overrides(overrides)  # one-line errors naming the key and the allowed keys
     try:
         merged = OmegaConf.merge(OmegaConf.structured(eval_config), OmegaConf.from_dotlist(keys))
@@ -162,6 +201,31 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
         raise ConfigError(f"bad eval override: {str(error).splitlines()[0]}") from None
     assert isinstance(result, EvalConfig)
     return result
+
+
+OPTIONS = "eval.position_options"
+"""The key of the evaluation-time position options (a mapping)."""
+
+
+def _options(item: str) -> dict[str, Any]:
+    """The mapping ``eval.position_options=VALUE`` gives (YAML; ``null`` is ``{}``).
+
+    Raises:
+        ConfigError: a value that is not a mapping or null (one line).
+    """
+    value = item.split("=", 1)[1]
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) for k in parsed):
+        raise ConfigError(
+            f"{item!r} is invalid; give a mapping, e.g. {OPTIONS}={{theta: 40000}}, {{}} or "
+            f"null (no options: as trained), or one option: {OPTIONS}.KEY=VALUE"
+        )
+    return parsed
 
 
 def evaluation_lengths(

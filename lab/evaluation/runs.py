@@ -4,6 +4,7 @@ saved config, where its ``eval.json`` goes) before any work, then the evaluation
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -11,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
-from lab.common.config import Config, ConfigError, EvalConfig, with_overrides
+from lab.common.config import Config, ConfigError, EvalConfig, check_evaluable
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
 from lab.evaluation.record import EVAL_NAME
@@ -42,8 +43,7 @@ def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, 
             ``eval.json`` would be replaced).
     """
     eval_config = apply_eval_overrides(config.eval, overrides)
-    with_overrides(config, overrides)  # the whole-config checks (lengths, table sizes)
-    config.model.at_evaluation(eval_config.position_options)  # evaluable options only
+    check_evaluable(replace(config, eval=eval_config))  # and the whole-config checks (lengths)
     steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
     write_to = run if out is None else out / run.relative_to(given)
     if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):

@@ -133,8 +133,17 @@ def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
 
 
 def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str = "") -> str:
-    """The comparison as a Markdown page; ``note`` (how both sweeps were made) under the title."""
+    """The comparison as a Markdown page; ``note`` (how both sweeps were made) under the title.
+
+    Raises:
+        ValueError: no cell to compare (no run learned in both sweeps).
+    """
     c, cells = comparison_, comparison_["cells"]
+    if not cells:
+        raise ValueError(
+            "no cell holds learned runs in both sweeps (in distribution and at "
+            f"{', '.join(HEADLINE)}): nothing to compare"
+        )
     within = sum(row["within"] for row in cells)
     worst = max(cells, key=lambda row: abs(row["shift"]))
     shifts = sorted(abs(row["shift"]) for row in cells)
@@ -180,20 +189,34 @@ def read_results(path: Path) -> list[Result]:
     """A sweep's ``results.json``: the list of its ``eval.json`` dicts.
 
     Raises:
-        ValueError: the file is not such a list (one line naming it).
+        ValueError: the file cannot be read, is not JSON, holds no results or is not such a
+            list (one line naming it).
     """
-    results = json.loads(path.read_text())
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as error:
+        problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path} is not a readable JSON file ({problem})") from None
     keys = {"position", "task", "seed", "lengths", "summary", "train_steps", "config"}
     if not isinstance(results, list) or not all(
-        isinstance(r, dict) and keys <= set(r) for r in results
+        isinstance(r, dict)
+        and keys <= set(r)
+        and isinstance(r["position"], str)
+        and isinstance(r["task"], str)
+        and isinstance(r["seed"], int)
+        for r in results
     ):
         raise ValueError(f"{path} is not a sweep's results.json (a list of eval.json results)")
+    if not results:
+        raise ValueError(f"{path} holds no results (an empty list); give a finished sweep's")
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI of ``python sweep.py --compare``: print (and with ``--out`` write) the comparison
-    page; 2 and one line on stderr for a file that is not a sweep's ``results.json``."""
+    page; 2 and one line on stderr naming the file for a file that is not a sweep's
+    ``results.json``, two sweeps that cannot be compared, or an ``--out`` that cannot be
+    written (a folder, say)."""
     parser = argparse.ArgumentParser(
         prog="python sweep.py --compare", description=__doc__.splitlines()[0]
     )
@@ -203,13 +226,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="how both sweeps were made (under the title)")
     args = parser.parse_args(argv)
     try:
+        if args.out is not None and args.out.is_dir():
+            raise ValueError(
+                f"--out {args.out} is a folder; give the file for the Markdown page, e.g. "
+                f"--out {args.out / 'cross_machine.md'}"
+            )
         a, b = (read_results(p) for p in args.results)
-        page = markdown(compare_sweeps(a, b), *args.labels, args.note)
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    try:
+        page = markdown(compare_sweeps(a, b), *args.labels, args.note)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        a_path, b_path = args.results
+        print(f"error: cannot compare {a_path} with {b_path}: {error}", file=sys.stderr)
+        return 2
     if args.out:
-        atomic_write(args.out, page)
+        try:
+            atomic_write(args.out, page)
+        except OSError as error:
+            print(f"error: cannot write --out {args.out}: {error}", file=sys.stderr)
+            return 2
     print(page)
     return 0
 

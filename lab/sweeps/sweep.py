@@ -35,22 +35,22 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from data import available_tasks
 from lab.common.config import (
     Config,
     ConfigError,
     DataConfig,
+    check_evaluable,
     config_from_dict,
     config_to_dict,
+    declared_type,
     load_config,
     load_yaml,
     with_overrides,
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
-from model.position import available_schemes
 
-ALIASES = {"position": "model.position", "task": "data.task"}
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
 
 
@@ -107,13 +107,15 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     ``model.position`` and ``data.task``; ``out_dir=...`` moves the sweep. The grid value
     ``all`` of ``data.task`` or ``model.position`` (in the file or on the command line,
     ``task=all``) stands for every registered task or scheme, in registry order
-    (:data:`EVERY`).
+    (:data:`lab.sweeps.grid.EVERY`).
 
     Raises:
-        ConfigError: missing file, unknown section, bad override, or a run config that does not
-            validate (one line, naming the key).
+        ConfigError: missing file, unknown section, a grid that is not a mapping of key ->
+            values or has an empty axis, a ``when`` block on no grid value, bad override, or a
+            run config that does not validate (one line, naming the key).
     """
     sweep = _read_sweep_file(Path(path))
+    in_file = dict(sweep.grid)
     for item in overrides:
         _apply_override(sweep, item)
     if not sweep.out_dir.strip():
@@ -122,9 +124,12 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         )
     if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
         raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
-    sweep.grid = {
-        key: list(dict.fromkeys(_every(key, values))) for key, values in sweep.grid.items()
-    }
+    sweep.grid = {key: expand_all(key, values) for key, values in sweep.grid.items()}
+    for item in [*sweep.base, *sweep.command_line]:
+        key, _, value = item.partition("=")
+        if value == ALL and key not in EVERY and declared_type(key) not in (str, None):
+            raise ConfigError(f"{item} is invalid; {only_all()}")
+    check_when(sweep.when, [in_file, sweep.grid], str(path))
     for key in sweep.grid:
         if key.startswith("eval.") and not key.startswith(EVAL_AXIS):
             raise ConfigError(
@@ -133,27 +138,8 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             )
     for spec in expand(sweep):  # validate every run and evaluation before any training starts
         for extra in spec.evaluations.values():
-            config = load_config(None, [*spec.overrides, *extra])
-            try:
-                config.model.at_evaluation(config.eval.position_options)
-            except ValueError as error:
-                raise ConfigError(f"{spec.name}: {error}") from None
+            check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
     return sweep
-
-
-ALL = "all"
-"""The grid value that stands for every registered name of a key of :data:`EVERY`."""
-
-EVERY = {"data.task": available_tasks, "model.position": available_schemes}
-"""Grid keys whose value :data:`ALL` expands, each to its registry's names (tasks sorted,
-schemes in registration order), so a sweep of every task or scheme never lists them by hand."""
-
-
-def _every(key: str, values: list[Any]) -> list[Any]:
-    """``values`` with :data:`ALL` replaced, in place, by every registered name of ``key``."""
-    if key not in EVERY:
-        return values
-    return [name for v in values for name in (EVERY[key]() if v == ALL else [v])]
 
 
 def _read_sweep_file(path: Path) -> Sweep:
@@ -173,7 +159,19 @@ def _read_sweep_file(path: Path) -> Sweep:
             f"sweep file {str(path)!r} has unknown sections {unknown}; "
             f"allowed: {', '.join(SWEEP_KEYS)}"
         )
-    grid = {ALIASES.get(k, k): _as_list(v) for k, v in (raw.get("grid") or {}).items()}
+    grid = read_grid(raw.get("grid"), str(path))
+    for section in ("base", "when"):
+        if not isinstance(raw.get(section) or {}, dict):
+            raise ConfigError(
+                f"sweep file {str(path)!r}: {section} must be a mapping of dotted keys or "
+                f"sections; got {raw[section]!r}"
+            )
+    for condition, values in (raw.get("when") or {}).items():
+        if not isinstance(values, dict):
+            raise ConfigError(
+                f"sweep file {str(path)!r}: when block {condition!r} must be a mapping of "
+                f"settings, e.g. {{train: {{steps: 500}}}}; got {values!r}"
+            )
     when = {k: _dotted(v) for k, v in (raw.get("when") or {}).items()}
     base = _dotted(raw.get("base") or {})
     for item in [o for o in base if o.startswith(EVAL_AXIS)]:  # a label too (see below)
@@ -285,7 +283,7 @@ def expand(sweep: Sweep) -> list[RunSpec]:
 def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
     """One grid point's run name, evaluation label, run overrides (``run_dir`` last) and
     evaluation overrides; grid values of another task's options are left out of all four."""
-    given = [*sweep.base, *sweep.command_line, *(f"{k}={v}" for k, v in chosen.items())]
+    given = [*sweep.base, *sweep.command_line, *(f"{k}={text(v)}" for k, v in chosen.items())]
     task, position = _task_of(given), _position_of(given)
     chosen = {
         k: v
@@ -303,13 +301,13 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
     name = "-".join(_short(k, v) for k, v in trained.items()) or "run"
     label = "-".join(_short(k, v) for k, v in evaluated.items())
     at_eval = [o for o in extra if evaluated and o.startswith("eval.")]
-    at_eval += [f"{k}={v}" for k, v in evaluated.items()]
+    at_eval += [f"{k}={text(v)}" for k, v in evaluated.items()]
     extra = [o for o in extra if o not in at_eval]
     overrides = [
         *sweep.base,
         *extra,
         *sweep.command_line,
-        *(f"{k}={v}" for k, v in trained.items()),
+        *(f"{k}={text(v)}" for k, v in trained.items()),
     ]
     overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
     return name, label, overrides, at_eval
@@ -526,11 +524,14 @@ def _on_worker(config: Config, device: str | None, threads: int | None) -> Confi
 def _evaluation_plans(spec: RunSpec, config: Config, finished: bool) -> list[tuple[Any, Any, Any]]:
     """One ``(eval config, folder of its eval.json or None, its saved result or None)`` per
     evaluation of ``spec``, in order; saved results are looked up only for a ``finished`` run
-    (one that is not is trained, then evaluated anew)."""
+    (one that is not is trained, then evaluated anew), and only when made on ``config``'s
+    device type in the dtype its settings give there."""
+    from lab.common.runtime import resolve_device
     from lab.evaluation.evaluate import apply_eval_overrides, load_evaluation
 
+    device = resolve_device(config.device)  # where evaluate_run would evaluate
     return [
-        (settings, folder, finished and load_evaluation(config.run_dir, settings, folder))
+        (settings, folder, finished and load_evaluation(config.run_dir, settings, folder, device))
         for label, extra in spec.evaluations.items()
         for settings in [apply_eval_overrides(config.eval, extra)]
         for folder in [evaluation_folder(config.run_dir, label)]
@@ -546,10 +547,6 @@ def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _dotted(section: dict[str, Any], prefix: str = "") -> list[str]:
@@ -568,7 +565,7 @@ def _dotted(section: dict[str, Any], prefix: str = "") -> list[str]:
 def _matches(condition: str, chosen: dict[str, Any]) -> bool:
     key, _, value = condition.partition("=")
     key = ALIASES.get(key, key)
-    return key in chosen and str(chosen[key]) == value
+    return key in chosen and text(chosen[key]) == value
 
 
 def _short(key: str, value: Any) -> str:
