@@ -17,11 +17,11 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
 import argparse
 import json
 import sys
-from importlib import import_module
 
 from lab.bench.baselines import LIBRARIES, baselines, library_versions
 from lab.bench.benchmark import STANDARD, check_counts, check_schemes
 from lab.bench.run import measure
+from lab.common.commands import Programs, hand_off
 from lab.common.files import atomic_write, output_file
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
@@ -30,7 +30,7 @@ STOPPED = "nothing was written (bench.json is written whole at the end)"
 """What a stop signal outside the guarded sections leaves, said after its one line (see
 :func:`lab.common.signals.run_main`)."""
 
-PROGRAMS = {
+PROGRAMS: Programs = {
     "--publish": (
         "lab.bench.report",
         "[--check] [BENCH_JSON ...]: file bench.py results into docs/ and rewrite the "
@@ -48,17 +48,9 @@ module's ``main(argv)`` and its exit code is this program's."""
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in PROGRAMS:
-        return import_module(PROGRAMS[argv[0]][0]).main(argv[1:])
-    misplaced = [arg for arg in argv if arg in PROGRAMS]
-    if misplaced:
-        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
-        print(
-            f"error: {misplaced[0]} must be the first argument: python bench.py {misplaced[0]} "
-            f"{usage}",
-            file=sys.stderr,
-        )
-        return 2
+    handed = hand_off("bench.py", argv, PROGRAMS)
+    if handed is not None:
+        return handed
     args = build_parser().parse_args(argv)
     try:
         device, lengths, schemes, out, libraries = check_arguments(args)

@@ -19,11 +19,11 @@ import os
 import shlex
 import sys
 import time
-from importlib import import_module
 from pathlib import Path
 
 import torch
 
+from lab.common.commands import Programs, hand_off
 from lab.common.config import ConfigError
 from lab.common.signals import run_program
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
@@ -42,7 +42,7 @@ STOPPED = (
 """What a stop signal outside the guarded sections leaves, said after its one line (see
 :func:`lab.common.signals.run_main`)."""
 
-PROGRAMS = {
+PROGRAMS: Programs = {
     "--publish": (
         "lab.reporting.readme",
         "[RUNS_DIR] [--suite DIR ...] [--check]: copy finished sweeps' results into docs/ and "
@@ -60,17 +60,9 @@ module's ``main(argv)`` and its exit code is this program's."""
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in PROGRAMS:
-        return import_module(PROGRAMS[argv[0]][0]).main(argv[1:])
-    misplaced = [arg for arg in argv if arg in PROGRAMS]
-    if misplaced:
-        usage = PROGRAMS[misplaced[0]][1].split(":")[0]
-        print(
-            f"error: {misplaced[0]} must be the first argument: python sweep.py {misplaced[0]} "
-            f"{usage}",
-            file=sys.stderr,
-        )
-        return 2
+    handed = hand_off("sweep.py", argv, PROGRAMS)
+    if handed is not None:
+        return handed
     args = build_parser().parse_intermixed_args(argv)
     try:
         sweep, specs = plan(args)

@@ -60,7 +60,7 @@ class ParityTask(Task):
         1 0 1 1 <sep> 1 1 0 1 <eos>        (scratchpad=false: 1 0 1 1 <sep> 1 <eos>)
 
     Training starts at 8 bits: at 6 the ``2**6 = 64`` strings are nearly all among the 256 test
-    sequences, which leaves a validation set (:func:`lab.common.batches.validation_set`) of a few
+    sequences, which leaves a validation set (:func:`data.streams.validation_set`) of a few
     repeated strings. Without the scratchpad, every scheme tried (``none``, ``learned``,
     ``rope``, ``alibi`` at 6..12; ``none`` and ``rope`` at 7..8) stayed at chance (48.8-49.8%)
     within 3000 steps of the suite's recipe, as transformers are known to fail on parity

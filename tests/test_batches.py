@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from data import build_task
-from lab.common.batches import evaluation_set, validation_set
+from data.streams import evaluation_set, validation_set
 from lab.common.config import load_config
 from lab.training.run_logs import validation
 

@@ -14,8 +14,8 @@ import torch
 
 from data import BOS, EOS, PAD, SEP, Batch, Task, available_tasks, build_task, register, task_class
 from data.shortcuts import SHORTCUTS, first_noun, fixed_offset, order_blind, shortcut_accuracy
+from data.streams import training_batch
 from data.svo import ADJECTIVES, AGENT, NOUNS, STOP, VERBS
-from lab.common.batches import training_batch
 
 ACTIVE = {active for active, _ in VERBS}
 PASSIVE = {passive for _, passive in VERBS}

@@ -19,7 +19,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from lab.common.batches import training_batch
+from data.streams import training_batch
 from lab.common.checkpoint import load_checkpoint
 from lab.common.runtime import capture_rng
 from lab.training.distributed import DROPOUT_SEED_STRIDE, Group

@@ -21,8 +21,8 @@ from torch import nn
 
 import eval as eval_cli
 from data import EOS, SEP, build_task
+from data.streams import EVAL_STREAM, data_rng
 from data.svo import NOUNS, VERBS
-from lab.common.batches import EVAL_STREAM, data_rng
 from lab.common.checkpoint import checkpoint_path
 from lab.common.config import ConfigError, EvalConfig, load_config
 from lab.evaluation.evaluate import (

@@ -10,7 +10,7 @@ from conftest import TINY_RUN, tiny_config
 
 import eval as eval_cli
 import train as train_cli
-from lab.common.batches import training_batch
+from data.streams import training_batch
 from lab.common.config import Config, ConfigError, load_config
 from lab.common.runtime import compute_dtype
 from lab.training.trainer import build_model, build_optimizer, train_step

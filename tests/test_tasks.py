@@ -13,7 +13,7 @@ import torch
 from conftest import tiny_config
 
 from data import EOS, PAD, available_tasks, build_task, task_class
-from lab.common.batches import evaluation_set, validation_set
+from data.streams import evaluation_set, validation_set
 from lab.common.checkpoint import load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.evaluation.extrapolation import evaluate_length

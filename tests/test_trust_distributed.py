@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from lab.common.batches import training_batch
+from data.streams import training_batch
 from lab.training.distributed import Group
 from lab.training.trainer import start_run, train, train_step
 from tests.conftest import TINY_RUN, tiny_config

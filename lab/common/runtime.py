@@ -84,14 +84,14 @@ def seed_everything(seed: int) -> None:
     """Seed Python's and PyTorch's global generators (all devices) with ``seed``.
 
     Data never uses a global generator: tasks draw from explicit ``numpy.random.Generator``s
-    (see :func:`lab.common.batches.data_rng`).
+    (see :func:`data.streams.data_rng`).
     """
     random.seed(seed)
     torch.manual_seed(seed)
 
 
 def capture_rng() -> dict[str, Any]:
-    """Python and PyTorch generator states (data streams need none: see lab.common.batches)."""
+    """Python and PyTorch generator states (data streams need none: see data.streams)."""
     state = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()

@@ -8,7 +8,7 @@ With three seeds per cell, two questions need two tools:
 - *Do two schemes differ?* A test over seeds alone cannot answer at n = 3: the smallest
   two-sided p-value of a sign test or a paired permutation test over 3 seeds is 2/8 = 0.25. So
   the test pools the evaluation sequences: every run of a seed is scored on the same sequences
-  (:func:`lab.common.batches.evaluation_set`), which pairs the two schemes sequence by sequence, and
+  (:func:`data.streams.evaluation_set`), which pairs the two schemes sequence by sequence, and
   the exact McNemar test (a two-sided binomial test on the discordant sequences) gives the
   p-value. Pooling treats the trained models as fixed, so a difference also has to point the
   same way in every seed before it is called significant: a seed-to-seed effect that one lucky

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from data import Batch, Task
-from lab.common.batches import evaluation_set
+from data.streams import evaluation_set
 from lab.common.runtime import autocast
 from lab.evaluation.metrics import score_answers, wilson_interval
 from model import Transformer
@@ -80,7 +80,7 @@ def evaluate_length(
     precision: str = "auto",
 ) -> LengthResult:
     """Teacher-forced exact-match of ``model`` on the ``samples`` test sequences at ``length``
-    (:func:`lab.common.batches.evaluation_set`: the same for every model of a seed), forward
+    (:func:`data.streams.evaluation_set`: the same for every model of a seed), forward
     passes in ``precision`` (:func:`lab.common.runtime.autocast`)."""
     batch = evaluation_set(task, seed, length, samples)
     return evaluate_batch(model, batch, batch_tokens, precision=precision)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from data import BOS, Batch, Task
-from lab.common.batches import PROBE_STREAM, data_rng
+from data.streams import PROBE_STREAM, data_rng
 from lab.evaluation.extrapolation import unsupported_reason
 from lab.evaluation.metrics import score_answers
 

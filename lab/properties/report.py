@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
-from lab.common.batches import SAMPLE_STREAM, data_rng
+from data.streams import SAMPLE_STREAM, data_rng
 from lab.common.files import atomic_write, atomic_writer
 from lab.evaluation.attention_maps import attention_maps
 from lab.properties import demos, figures

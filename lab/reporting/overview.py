@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
-from lab.common.batches import evaluation_set
+from data.streams import evaluation_set
 from lab.common.config import config_from_dict
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED

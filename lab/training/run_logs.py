@@ -20,7 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summary
 
 from data import Batch, Task
-from lab.common.batches import SAMPLE_STREAM, data_rng, validation_set
+from data.streams import SAMPLE_STREAM, data_rng, validation_set
 from lab.common.config import Config, config_to_dict
 from lab.common.runtime import autocast
 from lab.common.tb_tags import LENGTH_CHART, LENGTH_COMPARE
@@ -131,7 +131,7 @@ def periodic_eval(
 ) -> dict[str, float] | None:
     """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``.
 
-    Scored on validation sets (:func:`lab.common.batches.validation_set`: their own seed stream,
+    Scored on validation sets (:func:`data.streams.validation_set`: their own seed stream,
     never a sequence of the evaluation set), so early stopping does not read the test data.
 
     Returns:

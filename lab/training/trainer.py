@@ -44,7 +44,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from data import Batch, Task
-from lab.common.batches import training_batch
+from data.streams import training_batch
 from lab.common.checkpoint import (
     check_fresh_start,
     check_trainer_paths,

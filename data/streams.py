@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from data import Batch, Task
+from data.base import Batch, Task
 
 TRAIN_STREAM, EVAL_STREAM, PROBE_STREAM, SAMPLE_STREAM, VALID_STREAM = 0, 1, 2, 3, 4
 MAX_DRAWS = 64
