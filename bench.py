@@ -21,7 +21,7 @@ import sys
 from lab.bench.baselines import LIBRARIES, baselines, library_versions
 from lab.bench.benchmark import STANDARD, check_counts, check_schemes
 from lab.bench.run import measure
-from lab.common.commands import Programs, hand_off
+from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.files import atomic_write, output_file
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
@@ -158,9 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and Llama; needs transformers), x-transformers (each position option that matches one "
         "of ours; needs x-transformers); a comma-separated list, default: both",
     )
-    others = parser.add_argument_group("other programs (the first argument; the rest is theirs)")
-    for flag, (_, text) in PROGRAMS.items():
-        others.add_argument(flag, action="store_true", help=text)
+    list_programs(parser, PROGRAMS)
     return parser
 
 

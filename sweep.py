@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from lab.common.commands import Programs, hand_off
+from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
 from lab.common.signals import run_program
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
@@ -163,9 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="e.g. position=rope,alibi task=copy seed=0,1,2 train.steps=500 out_dir=runs/x; "
         "task=all and position=all: every registered task or scheme",
     )
-    others = parser.add_argument_group("other programs (the first argument; the rest is theirs)")
-    for flag, (_, text) in PROGRAMS.items():
-        others.add_argument(flag, action="store_true", help=text)
+    list_programs(parser, PROGRAMS)
     return parser
 
 

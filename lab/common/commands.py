@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from importlib import import_module
 
@@ -36,3 +37,11 @@ def hand_off(command: str, argv: list[str], programs: Programs) -> int | None:
         file=sys.stderr,
     )
     return 2
+
+
+def list_programs(parser: argparse.ArgumentParser, programs: Programs) -> None:
+    """Show the flags of ``programs`` in ``parser``'s ``--help``, in a group of their own (they
+    are handled by :func:`hand_off` before ``parser`` reads the command line)."""
+    group = parser.add_argument_group("other programs (the first argument; the rest is theirs)")
+    for flag, (_, text) in programs.items():
+        group.add_argument(flag, action="store_true", help=text)

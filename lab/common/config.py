@@ -164,14 +164,7 @@ def load_config(
     """
     sources = [load_yaml(path)] if path is not None else []
     sources.append(_parse_overrides(overrides))
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), *sources)
-        config = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as error:
-        raise ConfigError(_one_line(error)) from None
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    assert isinstance(config, Config)
+    config = _merged(Config, sources)
     vocab_size = config.data.build_task().vocab_size
     given = [OmegaConf.select(s, "model.vocab_size") for s in sources]
     if any(v is not None and v != vocab_size for v in given):
@@ -194,15 +187,21 @@ def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Co
     Raises:
         ConfigError: bad override syntax, unknown key or bad value (one line).
     """
+    return _merged(config, [_parse_overrides(overrides)])
+
+
+def _merged(base: Config | type[Config], sources: list) -> Config:
+    """``base`` (the class: every default) with ``sources`` merged on top, validated; an
+    OmegaConf or a section's ValueError becomes one :class:`ConfigError` line."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(config), _parse_overrides(overrides))
-        updated = OmegaConf.to_object(merged)
+        merged = OmegaConf.merge(OmegaConf.structured(base), *sources)
+        config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
         raise ConfigError(_one_line(error)) from None
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    assert isinstance(updated, Config)
-    return updated
+    assert isinstance(config, Config)
+    return config
 
 
 def check_evaluable(config: Config, where: str = "") -> None:
