@@ -53,6 +53,9 @@ class ModelConfig:
             other schemes may be given (a sweep's shared base) and are validated too.
         randomized_positions: 0 (off) or ``L``: train on a sorted random subset of ``[0, L)`` as
             positions, evaluate on ``arange(T)`` (Ruoss et al. 2023), around any scheme.
+        randomized_eval: with ``randomized_positions``, evaluate on sorted random positions
+            from ``[0, L)`` too (the protocol of Ruoss et al.'s code) instead of ``arange(T)``;
+            may be changed at evaluation (``eval.position_options.randomized_eval=true``).
         causal: causal (decoder) attention; ``False`` gives bidirectional attention.
         tie_embeddings: share the token embedding matrix with the output projection.
 
@@ -69,6 +72,7 @@ class ModelConfig:
     position: str = "rope"
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     randomized_positions: int = 0
+    randomized_eval: bool = False
     causal: bool = True
     tie_embeddings: bool = True
 
@@ -101,6 +105,11 @@ class ModelConfig:
                 f"0 (off) or the range L to sample positions from, in [1, "
                 f"{MAX_RANDOMIZED_POSITIONS}]"
             )
+        if self.randomized_eval and not self.randomized_positions:
+            raise ValueError(
+                "model.randomized_eval=true needs model.randomized_positions > 0 (the range L "
+                "to sample positions from)"
+            )
         if not self.causal and not cls.bidirectional:
             raise ValueError(
                 f"model.position={self.position!r} is causal only; set model.causal=true"
@@ -115,12 +124,22 @@ class ModelConfig:
 
     def at_evaluation(self, overrides: dict[str, Any]) -> "ModelConfig":
         """This config with the active scheme's options changed by ``overrides`` (no retraining:
-        only options the scheme declares ``evaluable``, which change no parameter's shape).
+        only options the scheme declares ``evaluable``, which change no parameter's shape, and,
+        for a model trained with ``randomized_positions``, ``randomized_eval``).
 
         Raises:
             ValueError: an option the scheme does not mark evaluable, or a bad value (one line).
         """
         evaluable = scheme_class(self.position).evaluable
+        overrides = dict(overrides)
+        if "randomized_eval" in overrides and self.randomized_positions:  # a model key
+            randomized = overrides.pop("randomized_eval")
+            if not isinstance(randomized, bool):
+                raise ValueError(
+                    f"eval.position_options.randomized_eval={randomized!r} is invalid; it must "
+                    "be true or false"
+                )
+            return replace(self, randomized_eval=randomized).at_evaluation(overrides)
         for key in overrides:
             if key not in evaluable:
                 allowed = ", ".join(sorted(evaluable)) or "none"

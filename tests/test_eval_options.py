@@ -44,7 +44,7 @@ def test_rope_theta_at_evaluation_keeps_weights_and_changes_the_rotation(make_mo
         (
             "rope",
             "rotary_fraction",
-            r"eval\.position_options\.rotary_fraction .*'rope'.*: attention_factor, .*, theta$",
+            r"eval\.position_options\.rotary_fraction .*'rope'.*: attention_factor, .*, truncate$",
         ),
         (
             "alibi",

@@ -44,10 +44,13 @@ def changed_task_options(data: dict[str, Any]) -> str:
 
 
 def scheme_label(result: dict[str, Any]) -> str:
-    """The position scheme, marked ``(bidirectional)`` for non-causal models, with its
-    :func:`task_options_label` and :func:`evaluation_label`."""
-    causal = result["config"]["model"].get("causal", True)
-    marked = result["position"] + ("" if causal else " (bidirectional)")
+    """The position scheme, marked ``(bidirectional)`` for non-causal models and
+    ``(randomized eval)`` for a model trained to be evaluated on random positions
+    (``model.randomized_eval``), with its :func:`task_options_label` and
+    :func:`evaluation_label`."""
+    model = result["config"]["model"]
+    marked = result["position"] + ("" if model.get("causal", True) else " (bidirectional)")
+    marked += " (randomized eval)" if model.get("randomized_eval") else ""
     return marked + task_options_label(result) + evaluation_label(result)
 
 

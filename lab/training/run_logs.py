@@ -307,7 +307,8 @@ def hparams(config: Config) -> dict[str, Any]:
                 flat[f"{section}.{key}"] = value
     position = config.model.position
     for key, value in config.model.options[position].items():  # the active scheme's options
-        flat[f"model.options.{position}.{key}"] = value
+        scalar = isinstance(value, (int, float, str, bool))
+        flat[f"model.options.{position}.{key}"] = value if scalar else str(value)  # a list
     flat["seed"] = config.seed
     axes = {name: flat[key] for name, key in AXES.items()}
     rest = {k: v for k, v in flat.items() if k not in AXES.values() and k not in NOISE}

@@ -9,6 +9,7 @@ the import line below.
 # registration order is the order of every listing: from no position information to relative
 from model.position import none, learned, sinusoidal, rope, alibi  # noqa: F401
 from model.position import t5, kerple, fire, xpos, cope  # noqa: F401
+from model.position import fox, dynamic_bias, pope  # noqa: F401
 
 # isort: on
 from model.position.alibi import alibi_bias, alibi_slopes
@@ -27,14 +28,15 @@ from model.position.sinusoidal import sinusoidal_table
 
 def build_position(config: SchemeConfig) -> PositionScheme:
     """Instantiate the scheme named by ``config.position`` with its options, wrapped in
-    randomized positions when ``config.randomized_positions`` is set.
+    randomized positions when ``config.randomized_positions`` is set (at evaluation too with
+    ``config.randomized_eval``).
 
     Raises:
         ValueError: the name is not registered; the message lists the registered names.
     """
     scheme = scheme_class(config.position)(config, config.scheme_options)
     if config.randomized_positions:
-        scheme = RandomizedPositions(scheme, config.randomized_positions)
+        scheme = RandomizedPositions(scheme, config.randomized_positions, config.randomized_eval)
     return scheme
 
 

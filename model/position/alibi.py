@@ -1,9 +1,15 @@
-"""ALiBi: attention with linear biases (Press et al. 2022, "Train Short, Test Long", §3)."""
+"""ALiBi: attention with linear biases (Press et al. 2022, "Train Short, Test Long", §3).
+
+With ``learned_slopes`` the head slopes are trained, starting at the paper's geometric
+sequence (McGill's ``alibi_learned``; x-transformers ``learned_alibi_slopes``): they are kept
+as log-slopes, so every slope stays positive and the bias a penalty.
+"""
 
 import math
+from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from model.position.base import ALL, PositionScheme, SchemeConfig, register, relative_distance
 
@@ -59,23 +65,48 @@ def alibi_bias(
     return -slopes.view(1, -1, 1, 1) * distance.unsqueeze(1)  # (1 or B, H, Tq, Tk)
 
 
+@dataclass(frozen=True)
+class AlibiOptions:
+    """Options of ``alibi``.
+
+    Attributes:
+        learned_slopes: train the head slopes (as log-slopes, initialised at
+            :func:`alibi_slopes`) instead of keeping them fixed.
+    """
+
+    learned_slopes: bool = False
+
+
 @register("alibi")
 class ALiBiPosition(PositionScheme):
     """Adds ``-alibi_slopes[h] * distance`` to every head's scores; no embedding, no rotation.
 
     The bias at default positions is a fixed function of ``T``, so the model caches it with the
-    mask merged in (:class:`model.mask.MaskCache`).
+    mask merged in (:class:`model.mask.MaskCache`); with ``learned_slopes`` it has parameters,
+    ``log_slopes`` ``(H,)``, and is built in every forward pass instead.
     """
 
+    Options = AlibiOptions
     relative = True
     fixed_bias = True
 
-    def __init__(self, config: SchemeConfig, options: object) -> None:
+    def __init__(self, config: SchemeConfig, options: AlibiOptions) -> None:
         super().__init__(config, options)
         self.register_buffer("alibi_slopes", alibi_slopes(config.n_heads), persistent=False)
+        if options.learned_slopes:
+            self.fixed_bias = False
+            self.log_slopes = nn.Parameter(alibi_slopes(config.n_heads).log())
+
+    def reset_parameters(self) -> None:
+        """Learned slopes start at the paper's geometric slopes."""
+        if self.options.learned_slopes:
+            with torch.no_grad():
+                self.log_slopes.copy_(alibi_slopes(self.config.n_heads).log())
 
     def score_bias(
         self, positions: Tensor | None, seq_len: int, queries: slice = ALL, keys: slice = ALL
     ) -> Tensor:
-        """Float32 ``(1 or B, H, Tq, Tk)``."""
-        return alibi_bias(self.alibi_slopes, positions, seq_len, queries, keys)
+        """Float32 ``(1 or B, H, Tq, Tk)``; with ``learned_slopes`` gradients reach
+        ``log_slopes``."""
+        slopes = self.log_slopes.exp() if self.options.learned_slopes else self.alibi_slopes
+        return alibi_bias(slopes, positions, seq_len, queries, keys)

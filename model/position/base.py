@@ -56,6 +56,7 @@ class SchemeConfig(Protocol):
     n_heads: int
     causal: bool
     randomized_positions: int
+    randomized_eval: bool
 
     @property
     def head_dim(self) -> int: ...

@@ -6,10 +6,13 @@ GPT-NeoX, Llama and Hugging Face: dimension ``i`` pairs with ``i + Dh/2`` (GPT-J
 paper pair neighbours ``2i, 2i+1`` instead; the two are equal up to a fixed permutation of the
 head dimensions, so they learn the same functions). With ``rotary_fraction < 1`` only the first
 ``rotary_dims`` dimensions of each head are rotated and the rest pass through (partial rotary,
-GPT-NeoX ``rotary_pct``, x-transformers ``rotary_emb_dim``).
+GPT-NeoX ``rotary_pct``, x-transformers ``rotary_emb_dim``). With ``p < 1`` only the
+highest-frequency share ``p`` of the pairs rotates, the rest get frequency zero (p-RoPE, Barbero
+et al. 2025, "Round and Round We Go! What Makes Rotary Positional Encodings Useful?", §6;
+Hugging Face ``proportional``).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -18,6 +21,7 @@ from torch import Tensor
 from model.position.base import PositionScheme, SchemeConfig, Scores, cached_rows, register
 from model.position.rope_scaling import (
     base_frequencies,
+    proportional,
     rope_inv_freq,
     scaling_rules,
 )
@@ -126,8 +130,11 @@ class RopeOptions:
         theta: the base of the rotation frequencies (Su et al. 2021, eq. 15).
         rotary_fraction: share of each head's dimensions that are rotated, in (0, 1]; rounded
             down to an even count of at least 2 (GPT-NeoX ``rotary_pct``).
+        p: p-RoPE's share of the pairs that rotate, in [0, 1]: the highest frequencies are
+            kept, the others set to zero (:func:`model.position.rope_scaling.proportional`);
+            1 is RoPE, 0 NoPE.
         scaling: context-extension rule: ``none``, ``linear`` (position interpolation),
-            ``ntk``, ``dynamic``, ``yarn`` or ``llama3`` (HF ``rope_type``).
+            ``ntk``, ``dynamic``, ``yarn``, ``llama3`` or ``longrope`` (HF ``rope_type``).
         scaling_factor: the rule's factor ``s`` (HF ``factor``), in [1, :attr:`MAX_FACTOR`];
             above 1 for ``linear``, ``ntk``, ``yarn`` and ``llama3``, which at 1 are plain RoPE
             under another name (HF accepts 1); ``dynamic`` at 1 still rescales past
@@ -141,6 +148,13 @@ class RopeOptions:
         attention_factor: YaRN's factor on cos and sin; 0 means the paper's ``0.1 ln s + 1``.
         low_freq_factor, high_freq_factor: Llama 3's wavelength bounds (Meta: 1 and 4);
             ``high_freq_factor > low_freq_factor > 0`` (the rule divides by both).
+        mscale, mscale_all_dim: YaRN's attention factor as DeepSeek's ratio
+            ``(0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1)`` when both are > 0 and
+            ``attention_factor`` is 0; 0 leaves them unset (HF ``mscale``, ``mscale_all_dim``).
+        truncate: YaRN's ramp ends rounded to whole dimensions (HF ``truncate``, default true).
+        short_factor, long_factor: LongRoPE's rescale factor per rotated pair (``R / 2``
+            positive numbers each), used up to and past ``original_max_position`` tokens;
+            empty unless ``scaling`` is ``longrope``.
     """
 
     MAX_FACTOR: ClassVar[float] = 1024.0
@@ -161,10 +175,17 @@ class RopeOptions:
     attention_factor: float = 0.0
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
+    p: float = 1.0
+    mscale: float = 0.0
+    mscale_all_dim: float = 0.0
+    truncate: bool = True
+    short_factor: list[float] = field(default_factory=list)
+    long_factor: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.theta > 0:
             raise ValueError(f"theta={self.theta!r} is invalid; it must be > 0")
+        self.check_extensions()
         if not 0 < self.rotary_fraction <= 1:
             raise ValueError(
                 f"rotary_fraction={self.rotary_fraction!r} is invalid; it must be in (0, 1]"
@@ -199,6 +220,34 @@ class RopeOptions:
                 f"low_freq_factor={self.low_freq_factor!r}"
             )
 
+    def check_extensions(self) -> None:
+        """Raise ValueError (one line) unless ``p``, ``mscale``, ``mscale_all_dim`` and the
+        LongRoPE factors are valid (their count is checked against the rotated width when the
+        scheme is built)."""
+        if not 0 <= self.p <= 1:
+            raise ValueError(f"p={self.p!r} is invalid; it must be in [0, 1]")
+        for name in ("mscale", "mscale_all_dim"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} is invalid; it must be >= 0 (0: unset)"
+                )
+        for name in ("short_factor", "long_factor"):
+            values = getattr(self, name)
+            numbers = isinstance(values, (list, tuple)) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+            )
+            if not numbers or not all(v > 0 for v in values):
+                raise ValueError(
+                    f"{name}={values!r} is invalid; it must be a list of positive numbers"
+                )
+            object.__setattr__(self, name, [float(v) for v in values])
+        given = (bool(self.short_factor), bool(self.long_factor))
+        if given != ((True, True) if self.scaling == "longrope" else (False, False)):
+            raise ValueError(
+                f"short_factor and long_factor are LongRoPE's: give both exactly when "
+                f"scaling=longrope (scaling={self.scaling!r})"
+            )
+
     def check_factor(self) -> None:
         """Raise ValueError (one line) unless ``scaling_factor`` fits ``scaling`` (see the
         class docstring)."""
@@ -227,6 +276,11 @@ class RopeOptions:
             "attention_factor": self.attention_factor or None,
             "low_freq_factor": self.low_freq_factor,
             "high_freq_factor": self.high_freq_factor,
+            "mscale": self.mscale or None,
+            "mscale_all_dim": self.mscale_all_dim or None,
+            "truncate": self.truncate,
+            "short_factor": self.short_factor,
+            "long_factor": self.long_factor,
         }
 
 
@@ -241,9 +295,10 @@ class RotaryPosition(PositionScheme):
 
     ``cos``/``sin`` tables for default positions are cached per model and grown on demand
     (doubling); explicit positions are rotated by angles computed from them directly. With a
-    ``scaling`` rule the frequencies are :func:`rope_inv_freq`'s; ``dynamic`` recomputes them
-    for each sequence longer than ``original_max_position`` (from its length ``T``, also when
-    explicit positions are given), and YaRN's attention factor ``a`` multiplies the scores of
+    ``scaling`` rule the frequencies are :func:`rope_inv_freq`'s; ``dynamic`` and ``longrope``
+    recompute them for each sequence longer than ``original_max_position`` (from its length
+    ``T``, also when explicit positions are given; Hugging Face's ``longrope`` reads the
+    largest position instead), and YaRN's attention factor ``a`` multiplies the scores of
     every layer by ``a**2`` (Peng et al. 2023, eq. 22: ``1/t``, with ``sqrt(1/t) = a``).
     """
 
@@ -259,6 +314,12 @@ class RotaryPosition(PositionScheme):
             "attention_factor",
             "low_freq_factor",
             "high_freq_factor",
+            "p",
+            "mscale",
+            "mscale_all_dim",
+            "truncate",
+            "short_factor",
+            "long_factor",
         }
     )
     relative = True
@@ -292,11 +353,14 @@ class RotaryPosition(PositionScheme):
         """
         rotary = rotary_dims(self.config.head_dim, self.options.rotary_fraction)
         try:
-            return rope_inv_freq(
+            inv_freq, factor = rope_inv_freq(
                 rotary, self.options.theta, self.options.rope_parameters(), seq_len
             )
         except ValueError as error:
             raise ValueError(f"model.options.rope: {error}") from None
+        if self.options.p < 1:
+            inv_freq = proportional(inv_freq, self.options.p)
+        return inv_freq, factor
 
     def inv_freq(self) -> Tensor:
         """Float32 ``(R/2,)`` frequencies of the rotated dimensions (``R`` = rotary dims) at
@@ -320,7 +384,7 @@ class RotaryPosition(PositionScheme):
     def prepare(self, positions: Tensor | None, seq_len: int) -> tuple[Tensor, Tensor]:
         """``(cos, sin)``: float32 ``(T, R/2)``, or ``(B, 1, T, R/2)`` for ``(B, T)`` positions."""
         longer = seq_len > self.options.original_max_position
-        if self.options.scaling == "dynamic" and longer:
+        if self.options.scaling in ("dynamic", "longrope") and longer:
             inv_freq = self.frequencies(seq_len)[0].to(self._cos.device)
             if positions is None:
                 positions = torch.arange(seq_len, device=self._cos.device)

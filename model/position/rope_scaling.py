@@ -16,15 +16,28 @@ frequencies ``omega'_i`` and an attention factor ``a``: Hugging Face multiplies 
 - ``yarn``: YaRN's "NTK-by-parts" with temperature (Peng et al. 2023, eqs. 17-23): pairs that
   rotate fewer than ``beta_slow`` times over ``L`` are interpolated (``omega_i / s``), pairs that
   rotate more than ``beta_fast`` times are kept, with a linear ramp in between over the
-  dimension index; ``a = 0.1 ln s + 1`` unless given.
+  dimension index; ``a = 0.1 ln s + 1`` unless given, or with DeepSeek's ``mscale`` and
+  ``mscale_all_dim`` (both set) ``a = m(s, mscale) / m(s, mscale_all_dim)``, ``m(s, k) =
+  0.1 k ln s + 1``; ``truncate`` (default) rounds the ramp's ends to whole dimensions (floor,
+  ceil), ``truncate: False`` keeps them fractional (gpt-oss).
+- ``longrope``: LongRoPE (Ding et al. 2024, "LongRoPE: Extending LLM Context Window Beyond 2
+  Million Tokens", §3; Phi-3's ``su`` scaling): every pair has its own rescale factor,
+  ``omega'_i = omega_i / r_i`` with ``r = short_factor`` up to ``L`` tokens and ``long_factor``
+  past it; ``a = sqrt(1 + ln s / ln L)`` unless given (1 at ``s = 1``).
 - ``llama3``: Llama 3.1's rule (Meta 2024, ``apply_scaling`` in llama-models): wavelengths
   above ``L / low_freq_factor`` are interpolated, below ``L / high_freq_factor`` kept, and in
   between ``omega'_i = (1 - g) omega_i / s + g omega_i`` with ``g = (L / lambda_i - low) /
   (high - low)``.
 
+p-RoPE (Barbero et al. 2025, "Round and Round We Go! What Makes Rotary Positional Encodings
+Useful?", §6) keeps the highest-frequency share ``p`` of the pairs and sets the others'
+frequency to zero (those dimensions are not rotated): :func:`proportional`, Hugging Face's
+``proportional`` rope type with ``partial_rotary_factor = p``.
+
 The ``scaling`` dict follows Hugging Face's ``rope_parameters`` (``rope_type``, ``factor``,
 ``original_max_position_embeddings``, ``beta_fast``, ``beta_slow``, ``attention_factor``,
-``low_freq_factor``, ``high_freq_factor``; ``rope_theta`` is the ``theta`` argument) plus
+``low_freq_factor``, ``high_freq_factor``, ``mscale``, ``mscale_all_dim``, ``truncate``,
+``short_factor``, ``long_factor``; ``rope_theta`` is the ``theta`` argument) plus
 ``rope_type: ntk``; the values equal ``transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS``
 (tests/test_rope_scaling.py).
 """
@@ -43,7 +56,7 @@ Rule = Callable[[Tensor, float, dict[str, Any], int | None], tuple[Tensor, float
 
 _RULES: dict[str, Rule] = {}
 
-NEEDS_ORIGINAL = frozenset({"dynamic", "yarn", "llama3"})
+NEEDS_ORIGINAL = frozenset({"dynamic", "yarn", "llama3", "longrope"})
 """Rules that read ``original_max_position_embeddings``."""
 
 
@@ -95,7 +108,8 @@ def rope_inv_freq(
     Raises:
         ValueError: an unknown ``rope_type`` (the message lists the rules), a factor < 1, a
             missing or non-positive ``original_max_position_embeddings`` where the rule needs it,
-            or YaRN's ``beta_fast <= beta_slow`` (Hugging Face only warns: an inverted ramp).
+            YaRN's ``beta_fast <= beta_slow`` (Hugging Face only warns: an inverted ramp), or
+            LongRoPE factors that are not ``head_dim / 2`` positive numbers.
     """
     omega = base_frequencies(head_dim, theta)
     scaling = dict(scaling or {})
@@ -120,6 +134,8 @@ def rope_inv_freq(
             f"rope scaling yarn needs beta_fast > beta_slow (its ramp runs from beta_slow to "
             f"beta_fast rotations), got beta_fast={fast!r}, beta_slow={slow!r}"
         )
+    if kind == "longrope":
+        check_longrope_factors(scaling, head_dim // 2)
     inv_freq, attention_factor = _RULES[kind](omega, theta, scaling, seq_len)
     return inv_freq.float(), float(attention_factor)
 
@@ -166,7 +182,10 @@ def _yarn(omega: Tensor, theta: float, scaling: dict, seq_len: int | None) -> tu
     factor, original = scaling["factor"], scaling["original_max_position_embeddings"]
     dim = 2 * omega.numel()
     attention = scaling.get("attention_factor")
-    if attention is None:
+    mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+    if attention is None and mscale and mscale_all_dim:  # DeepSeek's ratio (HF's rule)
+        attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+    elif attention is None:
         attention = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 
     def dimension(
@@ -174,8 +193,10 @@ def _yarn(omega: Tensor, theta: float, scaling: dict, seq_len: int | None) -> tu
     ) -> float:  # the i (as d-scaled index) rotating that often over L
         return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 
-    low = max(math.floor(dimension(scaling.get("beta_fast") or 32)), 0)
-    high = min(math.ceil(dimension(scaling.get("beta_slow") or 1)), dim - 1)
+    low, high = dimension(scaling.get("beta_fast") or 32), dimension(scaling.get("beta_slow") or 1)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     high = high + 0.001 if low == high else high  # avoid a zero-width ramp
     ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # 1: extrapolate (omega kept), 0: interpolate (omega / s)
@@ -197,3 +218,51 @@ def _llama3(
     medium = (wavelength >= original / high) & (wavelength <= original / low)
     scaled = torch.where(wavelength > original / low, omega / factor, omega)
     return torch.where(medium, (1 - smooth) * omega / factor + smooth * omega, scaled), 1.0
+
+
+def _yarn_mscale(factor: float, mscale: float) -> float:
+    """DeepSeek's ``0.1 mscale ln s + 1`` (1 at ``s <= 1``)."""
+    return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+
+def check_longrope_factors(scaling: dict, pairs: int) -> None:
+    """Raise ValueError (one line) unless ``short_factor`` and ``long_factor`` each hold
+    ``pairs`` positive numbers (one rescale factor per rotated pair)."""
+    for key in ("short_factor", "long_factor"):
+        values = list(scaling.get(key) or ())
+        if len(values) != pairs or not all(v > 0 for v in values):
+            raise ValueError(
+                f"rope scaling longrope needs {key} with {pairs} positive numbers (one per "
+                f"rotated pair: rotated dims / 2), got {values!r}"
+            )
+
+
+@_rule("longrope")
+def _longrope(
+    omega: Tensor, theta: float, scaling: dict, seq_len: int | None
+) -> tuple[Tensor, float]:
+    factor, original = scaling["factor"], scaling["original_max_position_embeddings"]
+    attention = scaling.get("attention_factor")
+    if attention is None:
+        attention = math.sqrt(1 + math.log(factor) / math.log(original)) if factor > 1 else 1.0
+    key = "long_factor" if seq_len and seq_len > original else "short_factor"
+    return omega / torch.tensor(scaling[key], dtype=torch.float64), attention
+
+
+def proportional(inv_freq: Tensor, p: float) -> Tensor:
+    """p-RoPE's frequencies: ``inv_freq`` with all but its first ``int(p * d // 2)`` entries (the
+    highest frequencies) set to zero, ``d = 2 * len(inv_freq)`` the rotated width (Barbero et
+    al. 2025, §6; Hugging Face ``proportional`` with ``partial_rotary_factor = p``, which counts
+    the kept pairs the same way). ``p = 1`` keeps every frequency, ``p = 0`` none (NoPE).
+
+    Args:
+        inv_freq: ``(d/2,)`` frequencies in decreasing order.
+        p: the share kept, in [0, 1].
+
+    Returns:
+        A new tensor of ``inv_freq``'s shape and dtype.
+    """
+    kept = int(p * (2 * inv_freq.numel()) // 2)
+    return torch.where(
+        torch.arange(inv_freq.numel(), device=inv_freq.device) < kept, inv_freq, 0.0
+    ).to(inv_freq.dtype)
