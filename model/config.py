@@ -4,6 +4,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from model.position import scheme_class
+from model.softmax_scale import SOFTMAX_SCALES
 from registry import build_options, options_dict
 
 RENAMED_KEYS = {
@@ -55,6 +56,9 @@ class ModelConfig:
             positions, evaluate on ``arange(T)`` (Ruoss et al. 2023), around any scheme.
         causal: causal (decoder) attention; ``False`` gives bidirectional attention.
         tie_embeddings: share the token embedding matrix with the output projection.
+        softmax_scale: length-aware softmax, for any scheme (:mod:`model.softmax_scale`):
+            ``none`` (plain softmax), ``logn`` (logits times ``log n``, ``n`` the keys a query
+            sees) or ``ssmax`` (Scalable-Softmax: times ``s log n``, ``s`` learned per head).
 
     Raises:
         ValueError: at construction, naming the bad field, its value and what is allowed.
@@ -71,6 +75,7 @@ class ModelConfig:
     randomized_positions: int = 0
     causal: bool = True
     tie_embeddings: bool = True
+    softmax_scale: str = "none"
 
     def __post_init__(self) -> None:
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
@@ -100,6 +105,11 @@ class ModelConfig:
                 f"model.randomized_positions={self.randomized_positions} is invalid; it must be "
                 f"0 (off) or the range L to sample positions from, in [1, "
                 f"{MAX_RANDOMIZED_POSITIONS}]"
+            )
+        if self.softmax_scale not in SOFTMAX_SCALES:
+            raise ValueError(
+                f"model.softmax_scale={self.softmax_scale!r} is invalid; it must be one of "
+                f"{', '.join(SOFTMAX_SCALES)}"
             )
         if not self.causal and not cls.bidirectional:
             raise ValueError(
