@@ -10,7 +10,8 @@ from torch import Tensor, nn
 from model.blocked_attention import BlockedPath
 from model.config import ModelConfig
 from model.mask import add_layer_bias, window_mask
-from model.position.base import ALL, PositionScheme
+from model.position.base import ALL, PositionScheme, Scores
+from model.softmax_scale import SoftmaxScale
 
 
 @dataclass
@@ -53,7 +54,10 @@ class SelfAttention(nn.Module):
     2017), with q, k, bias and ``s`` (default 1) from the position scheme's ``layer`` hook.
 
     Input and output are ``(B, T, D)``. On the blocked path (long sequences with a mask, see
-    :mod:`model.blocked_attention`) each block of queries attends with its window's mask.
+    :mod:`model.blocked_attention`) each block of queries attends with its window's mask. With
+    ``model.softmax_scale`` the queries are first scaled by the log of the keys they see
+    (:mod:`model.softmax_scale`); a scheme that computes its own weights instead of softmax
+    (``Scores.weights``: stick-breaking) replaces SDPA by ``weights v``.
     """
 
     def __init__(self, config: ModelConfig, index: int) -> None:
@@ -63,14 +67,21 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
+        kind = config.softmax_scale
+        self.softmax_scale = None if kind == "none" else SoftmaxScale(kind, config.n_heads)
 
     def forward(self, x: Tensor, context: AttentionContext) -> Tensor:
         b, t, d = x.shape
         qkv = self.qkv(x).view(b, t, 3, self.n_heads, d // self.n_heads)  # (B, T, 3, H, Dh)
         # each (B, H, T, Dh); the backward is one stack into qkv's layout: no zero-fills, no copy
         q, k, v = (part.transpose(1, 2) for part in qkv.unbind(2))
-        scores = context.position.layer(self.index, q, k, context.state)
+        scores = context.position.layer(
+            self.index, self.scale_queries(q, context), k, context.state
+        )
         scale = None if scores.scale is None else scores.scale * q.shape[-1] ** -0.5
+        if scores.weights is not None:  # the scheme's own weights instead of softmax
+            y = self.attend_weights(scores, v, scale)  # (B, H, T, Dh)
+            return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
         if context.blocked is not None:  # a long sequence with a mask
             y = context.blocked.attend(self.attend, scores, v, scale)  # (B, T, H, Dh)
             return self.out(y.view(b, t, d))  # (B, T, D)
@@ -82,6 +93,22 @@ class SelfAttention(nn.Module):
         else:
             y = self.attend(scores.q, scores.k, v, mask, is_causal, scale)  # (B, H, T, Dh)
         return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
+
+    def scale_queries(self, q: Tensor, context: AttentionContext) -> Tensor:
+        """Queries ``(B, H, T, Dh)`` scaled for a length-aware softmax (``model.softmax_scale``),
+        before the scheme's ``layer`` hook; ``q`` itself when it is ``none``."""
+        if self.softmax_scale is None:
+            return q
+        return self.softmax_scale(q, context.causal, context.prefix_len)
+
+    def attend_weights(self, scores: Scores, v: Tensor, scale: float | None) -> Tensor:
+        """``weights(s * q k^T / sqrt(Dh)) v`` with the scheme's ``Scores.weights`` in place of
+        softmax, over the whole sequence: ``(B, H, T, Dh)`` from values ``(B, H, T, Dh)``;
+        ``scale`` is SDPA's (None: ``1/sqrt(Dh)``)."""
+        q = scores.q * (scores.q.shape[-1] ** -0.5 if scale is None else scale)
+        weights = scores.weights(q @ scores.k.transpose(-1, -2))  # (B, H, T, T)
+        weights = F.dropout(weights, self.dropout, self.training)
+        return weights.to(v.dtype) @ v
 
     def attend(
         self,

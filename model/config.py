@@ -4,6 +4,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from model.position import scheme_class
+from model.softmax_scale import SOFTMAX_SCALES
 from registry import build_options, options_dict
 
 RENAMED_KEYS = {
@@ -58,6 +59,9 @@ class ModelConfig:
             may be changed at evaluation (``eval.position_options.randomized_eval=true``).
         causal: causal (decoder) attention; ``False`` gives bidirectional attention.
         tie_embeddings: share the token embedding matrix with the output projection.
+        softmax_scale: length-aware softmax, for any scheme (:mod:`model.softmax_scale`):
+            ``none`` (plain softmax), ``logn`` (logits times ``log n``, ``n`` the keys a query
+            sees) or ``ssmax`` (Scalable-Softmax: times ``s log n``, ``s`` learned per head).
 
     Raises:
         ValueError: at construction, naming the bad field, its value and what is allowed.
@@ -75,6 +79,7 @@ class ModelConfig:
     randomized_eval: bool = False
     causal: bool = True
     tie_embeddings: bool = True
+    softmax_scale: str = "none"
 
     def __post_init__(self) -> None:
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
@@ -109,6 +114,11 @@ class ModelConfig:
             raise ValueError(
                 "model.randomized_eval=true needs model.randomized_positions > 0 (the range L "
                 "to sample positions from)"
+            )
+        if self.softmax_scale not in SOFTMAX_SCALES:
+            raise ValueError(
+                f"model.softmax_scale={self.softmax_scale!r} is invalid; it must be one of "
+                f"{', '.join(SOFTMAX_SCALES)}"
             )
         if not self.causal and not cls.bidirectional:
             raise ValueError(

@@ -62,10 +62,15 @@ def test_blocked_path_equals_attending_at_once(
         calls.append(q.shape[-2])
         return attend(self, q, *args)
 
-    attend = SelfAttention.attend
+    def counted_weights(self, scores, *args):  # a scheme's own weights (stick-breaking)
+        calls.append(scores.q.shape[-2])
+        return attend_weights(self, scores, *args)
+
+    attend, attend_weights = SelfAttention.attend, SelfAttention.attend_weights
     monkeypatch.setattr("model.blocked_attention.BLOCK_ROWS", ROWS)
     monkeypatch.setattr("model.blocked_attention.BLOCK_PAIRS", PAIRS)
     monkeypatch.setattr(SelfAttention, "attend", counted)
+    monkeypatch.setattr(SelfAttention, "attend_weights", counted_weights)
     got, grads = logits_and_grads(model, idx, positions, prefix)
 
     shared = model.position.score_bias(None, T) is not None

@@ -10,6 +10,7 @@ the import line below.
 from model.position import none, learned, sinusoidal, rope, alibi  # noqa: F401
 from model.position import t5, kerple, fire, xpos, cope  # noqa: F401
 from model.position import fox, dynamic_bias, pope  # noqa: F401
+from model.position import stickbreaking  # noqa: F401
 
 # isort: on
 from model.position.alibi import alibi_bias, alibi_slopes

@@ -83,6 +83,11 @@ class Scores:
             gates) or None. Attending at once, attention reuses those logits
             (``softmax(logits + bias + mask) v``); the blocked path asks for one window per
             block, never for the whole bias, and ignores them, so they must equal that product.
+        weights: the attention weights computed by the scheme instead of softmax (stick-breaking):
+            ``weights(logits)`` maps the whole layer's float32 scores ``s * q k^T / sqrt(Dh)``
+            ``(B, H, T, T)`` to float32 weights of the same shape, zero where a query may not
+            attend (the scheme applies its own causal rule; no mask is added). Attention then
+            computes ``weights v`` in place of SDPA, at every length (never block by block).
     """
 
     q: Tensor
@@ -90,6 +95,7 @@ class Scores:
     bias: Tensor | None = None
     scale: float | None = None
     window: Callable[[slice, slice], tuple[Tensor, Tensor | None]] | None = None
+    weights: Callable[[Tensor], Tensor] | None = None
 
     def bias_window(self, queries: slice = ALL, keys: slice = ALL) -> Tensor | None:
         """This layer's own bias on a window, ``(1 or B, H, Tq, Tk)``, or None."""
