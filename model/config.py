@@ -3,7 +3,9 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from model.layout import check_layout, is_plain, resolve_layout, scheme_names
 from model.position import scheme_class
+from model.position.layout import LayerLayout, member_configs
 from registry import build_options, options_dict
 
 RENAMED_KEYS = {
@@ -55,6 +57,14 @@ class ModelConfig:
             positions, evaluate on ``arange(T)`` (Ruoss et al. 2023), around any scheme.
         causal: causal (decoder) attention; ``False`` gives bidirectional attention.
         tie_embeddings: share the token embedding matrix with the output projection.
+        layout: a scheme (or a split of the heads between schemes) per layer, e.g.
+            ``rope,rope,rope,none`` or ``rope:2+none:2,...``, optionally ``@W`` (a window);
+            None: ``position`` everywhere (:mod:`model.layout`).
+        heads: one split of the heads for every layer, e.g. ``rope:2+none:2``; or None.
+        nope_every: ``k`` > 0: every ``k``-th layer without positions, globally attending
+            (Llama 4); 0: off.
+        window: sliding-window attention of ``W`` tokens in every layer (a layout entry's
+            ``@W`` wins; ``nope_every``'s layers stay global); None: global attention.
 
     Raises:
         ValueError: at construction, naming the bad field, its value and what is allowed.
@@ -71,6 +81,10 @@ class ModelConfig:
     randomized_positions: int = 0
     causal: bool = True
     tie_embeddings: bool = True
+    layout: str | None = None
+    heads: str | None = None
+    nope_every: int = 0
+    window: int | None = None
 
     def __post_init__(self) -> None:
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
@@ -105,12 +119,23 @@ class ModelConfig:
             raise ValueError(
                 f"model.position={self.position!r} is causal only; set model.causal=true"
             )
+        layers = resolve_layout(
+            self.position, self.n_layers, self.n_heads, self.layout, self.heads,
+            self.nope_every, self.window,
+        )  # fmt: skip
+        check_layout(layers, self.n_heads, self.causal)
+        members = [] if is_plain(layers, self.position, self.n_heads) else scheme_names(layers)
         options = {}
-        for name in {**dict(self.options), self.position: {}}:
+        for name in {**dict(self.options), self.position: {}, **dict.fromkeys(members)}:
             given = dict(self.options.get(name) or {})
             options[name] = build_options(name, scheme_class(name).Options, given)
         cls.check(self, options[self.position])
         self._scheme_options = options[self.position]
+        self._layers = None if not members else layers
+        self._windows = tuple(layer.window for layer in layers)
+        self._member_options = {name: options[name] for name in members}
+        for member in member_configs(self, layers, options).values() if members else ():
+            scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
 
     def at_evaluation(self, overrides: dict[str, Any]) -> "ModelConfig":
@@ -135,11 +160,12 @@ class ModelConfig:
         """This config with the active scheme's options that default to the training context
         filled in (:meth:`model.position.base.PositionScheme.with_training_context`), given the
         longest training sequence in ``tokens``; itself when nothing changes."""
-        section = self.options[self.position]
-        filled = scheme_class(self.position).with_training_context(section, tokens)
-        if filled == section:
+        options = dict(self.options)
+        for name in [self.position, *self._member_options]:
+            options[name] = scheme_class(name).with_training_context(options[name], tokens)
+        if options == self.options:
             return self
-        return replace(self, options={**self.options, self.position: filled})
+        return replace(self, options=options)
 
     def approx_parameters(self) -> int:
         """Parameters of the blocks and embeddings, without the scheme's own and the norms:
@@ -158,6 +184,22 @@ class ModelConfig:
     def scheme_options(self) -> Any:
         """The active scheme's typed options (its ``Options`` dataclass)."""
         return self._scheme_options
+
+    @property
+    def layers(self) -> tuple[LayerLayout, ...] | None:
+        """Every layer's schemes and window (:mod:`model.layout`) when the model is a hybrid,
+        None when every layer uses ``position`` on every head (windows aside)."""
+        return self._layers
+
+    @property
+    def member_options(self) -> dict[str, Any]:
+        """A hybrid's schemes -> their typed options (empty for a single scheme)."""
+        return self._member_options
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window in tokens (None: global attention)."""
+        return self._windows
 
 
 def migrate_keys(model_values: dict[str, Any]) -> dict[str, Any]:
