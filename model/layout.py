@@ -172,6 +172,13 @@ def scheme_names(layers: tuple[LayerLayout, ...]) -> list[str]:
     return list(dict.fromkeys(g.scheme for layer in layers for g in layer.groups))
 
 
+def named_schemes(text: str) -> list[str]:
+    """The scheme names that a ``model.layout`` or ``model.heads`` value mentions, unchecked
+    (for a sweep, before its configs are built)."""
+    parts = str(text).replace("+", ",").split(",")
+    return [part.partition("@")[0].partition(":")[0].strip() for part in parts]
+
+
 def is_plain(layers: tuple[LayerLayout, ...], position: str, n_heads: int) -> bool:
     """Every layer uses ``position`` on every head (windows aside): the scheme alone."""
     return all(layer.groups == (Group(position, n_heads),) for layer in layers)
