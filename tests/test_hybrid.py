@@ -37,8 +37,9 @@ def tokens(t: int, seed: int = 1, b: int = 2) -> torch.Tensor:
 
 @pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "t5", "kerple", "fire", "cope"])
 def test_a_layout_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
-    """``position=none layout=X,X,X`` (or rope for X = none) builds the composite around one member X; with the same
-    seed it draws the same weights and gives the very same logits as ``position=X``."""
+    """``position=none layout=X,X,X`` (rope for X = none) builds the composite around one
+    member X; with the same seed it draws the same weights and gives the very same logits as
+    ``position=X``."""
     plain = model_of(position=scheme)
     base = "rope" if scheme == "none" else "none"  # another scheme: the composite is built
     hybrid = model_of(position=base, layout=",".join([scheme] * 3))
@@ -305,3 +306,12 @@ def test_layout_with_heads_or_nope_every_is_refused():
         ModelConfig(layout="rope,rope,rope", heads="rope:2+none:2")
     with pytest.raises(ValueError, match="model.layout and model.nope_every are both given"):
         ModelConfig(layout="rope,rope,rope", nope_every=3)
+
+
+def test_evaluation_options_reach_the_member_that_is_model_position():
+    model = model_of(heads="rope:2+none:2")
+    other = model.at_evaluation({"theta": 40000.0})
+    assert other.position.members["rope_2"].options.theta == 40000.0
+    idx = tokens(12)
+    assert not torch.equal(other(idx), model(idx))
+    assert torch.equal(other.at_evaluation({"theta": 10000.0})(idx), model(idx))
