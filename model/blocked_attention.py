@@ -95,10 +95,12 @@ def block_rows(
 
 
 def query_blocks(
-    seq_len: int, causal: bool, prefix_len: int | None, rows: int
+    seq_len: int, causal: bool, prefix_len: int | None, rows: int, window: int | None = None
 ) -> list[tuple[slice, slice]]:
     """Windows of the blocked path: ``rows`` queries each (the last block fewer), with the keys
-    they may see (causal: up to the block's last query; prefix LM: also the prefix).
+    they may see (causal: up to the block's last query; prefix LM: also the prefix; with a
+    sliding ``window`` of ``W`` tokens, only keys less than ``W`` from one of its queries, so
+    keys wholly outside the window are skipped).
 
     Returns:
         ``(queries, keys)`` slices of ``range(T)``, covering every query once.
@@ -112,7 +114,10 @@ def query_blocks(
             keys = seq_len
         else:
             keys = max(stop, prefix_len)
-        blocks.append((slice(start, stop), slice(0, keys)))
+        first = 0
+        if window is not None:
+            first, keys = max(0, start - window + 1), min(keys, stop + window - 1)
+        blocks.append((slice(start, stop), slice(first, keys)))
     return blocks
 
 
@@ -122,7 +127,13 @@ def reverse(keys: slice, seq_len: int) -> slice:
     return slice(seq_len - keys.stop, seq_len - keys.start)
 
 
-def toeplitz_mask(scheme: PositionScheme, seq_len: int, causal: bool, dtype: torch.dtype) -> Tensor:
+def toeplitz_mask(
+    scheme: PositionScheme,
+    seq_len: int,
+    causal: bool,
+    dtype: torch.dtype,
+    window: int | None = None,
+) -> Tensor:
     """The additive mask of a relative scheme's bias at default positions, keys in reverse
     order: ``(1, H, T, T)``, entry ``[i, m]`` for query ``i`` and key ``T - 1 - m``.
 
@@ -133,7 +144,7 @@ def toeplitz_mask(scheme: PositionScheme, seq_len: int, causal: bool, dtype: tor
 
     Returns:
         ``dtype`` view of ``(1, H, 2T - 1)`` memory; ``-inf`` where the key is after the query
-        (causal).
+        (causal) and, with a sliding ``window`` of ``W`` tokens, where ``|i - j| >= W``.
     """
     t = seq_len
     last = scheme.score_bias(None, t, slice(t - 1, t))  # (1, H, 1, T): i - j = T-1 .. 0
@@ -143,6 +154,9 @@ def toeplitz_mask(scheme: PositionScheme, seq_len: int, causal: bool, dtype: tor
         descending = descending.masked_fill(
             torch.arange(2 * t - 1, device=last.device) >= t, -math.inf
         )
+    if window is not None:  # entry m holds i - j = T - 1 - m
+        distance = (t - 1 - torch.arange(2 * t - 1, device=last.device)).abs()
+        descending = descending.masked_fill(distance >= window, -math.inf)
     row = descending.flip(-1)[:, :, 0].contiguous()  # (1, H, 2T - 1): i - j = -(T-1) .. T-1
     return row.as_strided((1, row.shape[1], t, t), (row.stride(0), row.stride(1), 1, 1))
 
@@ -158,6 +172,7 @@ def block_mask(
     dtype: torch.dtype,
     queries: slice,
     keys: slice,
+    window: int | None = None,
 ) -> Tensor:
     """One layer's mask on one window of the blocked path (:func:`query_blocks`): the scheme's
     shared bias of that window plus the layer's own bias on it, ``-inf`` where blocked.
@@ -166,6 +181,7 @@ def block_mask(
         scheme, positions: the forward pass's scheme and positions (for its ``score_bias``).
         layer_window: the layer's own bias on the window, float ``(1 or B, H, Tq, Tk)``, or None.
         queries, keys: the window.
+        window: a sliding window in tokens (:func:`model.mask.blocked`), or None.
 
     Returns:
         ``dtype`` ``(Tq, Tk)`` or ``(1 or B, H, Tq, Tk)``.
@@ -175,7 +191,7 @@ def block_mask(
     if layer_window is not None:
         bias = layer_window if bias is None else bias + layer_window
     return window_mask(
-        seq_len, causal, prefix_len, bias, device, dtype, queries, keys, reuse_bias=ours
+        seq_len, causal, prefix_len, bias, device, dtype, queries, keys, ours, window
     )
 
 
@@ -191,6 +207,7 @@ class BlockedPath:
         blocks: ``(queries, keys)`` windows from :func:`query_blocks`.
         reversed_mask: the Toeplitz view of the masked shared bias (:func:`toeplitz_mask`,
             keys backwards), whose windows every block takes; None: each block builds its own.
+        window: the layers' sliding window in tokens, or None (global attention).
     """
 
     scheme: PositionScheme
@@ -200,6 +217,7 @@ class BlockedPath:
     dtype: torch.dtype
     blocks: list[tuple[slice, slice]]
     reversed_mask: Tensor | None = None
+    window: int | None = None
 
     def attend(
         self,
@@ -273,6 +291,7 @@ class BlockedPath:
             self.dtype,
             queries,
             keys,
+            self.window,
         )
 
 
@@ -285,20 +304,23 @@ def plan(
     prefix_len: int | None,
     device: torch.device,
     dtype: torch.dtype,
+    window: int | None = None,
 ) -> BlockedPath | None:
     """The blocked path of one forward pass, or None to attend to the whole sequence at once.
 
     A sequence of more than ``BLOCK_ROWS`` tokens takes it when its mask would be a tensor: a
     shared bias (``scheme.shared_bias``), a per-layer bias built per window
-    (``scheme.windowed_layer_bias``) or a prefix LM. A relative shared bias at default
-    positions without a prefix takes the Toeplitz view; call it after ``scheme.prepare``.
+    (``scheme.windowed_layer_bias``), a prefix LM or a sliding ``window`` (in tokens; its
+    blocks skip the keys outside it). A relative shared bias at default positions without a
+    prefix takes the Toeplitz view; call it after ``scheme.prepare``.
     """
     masked = scheme.shared_bias or prefix_len is not None or scheme.windowed_layer_bias
+    masked = masked or window is not None
     if seq_len <= BLOCK_ROWS or not masked:
         return None
     toeplitz = scheme.shared_bias and scheme.relative and positions is None and prefix_len is None
     layer_rows = batch if scheme.windowed_layer_bias else 0
     rows = block_rows(seq_len, device, toeplitz, layer_rows, block_pairs)
-    blocks = query_blocks(seq_len, causal, prefix_len, rows)
-    reversed_mask = toeplitz_mask(scheme, seq_len, causal, dtype) if toeplitz else None
-    return BlockedPath(scheme, positions, causal, prefix_len, dtype, blocks, reversed_mask)
+    blocks = query_blocks(seq_len, causal, prefix_len, rows, window)
+    reversed_mask = toeplitz_mask(scheme, seq_len, causal, dtype, window) if toeplitz else None
+    return BlockedPath(scheme, positions, causal, prefix_len, dtype, blocks, reversed_mask, window)

@@ -3,7 +3,9 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from model.layout import check_layout, is_plain, resolve_layout, scheme_names
 from model.position import scheme_class
+from model.position.layout import LayerLayout, member_configs
 from model.softmax_scale import SOFTMAX_SCALES
 from registry import build_options, options_dict
 
@@ -62,6 +64,14 @@ class ModelConfig:
         softmax_scale: length-aware softmax, for any scheme (:mod:`model.softmax_scale`):
             ``none`` (plain softmax), ``logn`` (logits times ``log n``, ``n`` the keys a query
             sees) or ``ssmax`` (Scalable-Softmax: times ``s log n``, ``s`` learned per head).
+        layout: a scheme (or a split of the heads between schemes) per layer, e.g.
+            ``rope,rope,rope,none`` or ``rope:2+none:2,...``, optionally ``@W`` (a window);
+            None: ``position`` everywhere (:mod:`model.layout`).
+        heads: one split of the heads for every layer, e.g. ``rope:2+none:2``; or None.
+        nope_every: ``k`` > 0: every ``k``-th layer without positions, globally attending
+            (Llama 4); 0: off.
+        window: sliding-window attention of ``W`` tokens in every layer (a layout entry's
+            ``@W`` wins; ``nope_every``'s layers stay global); None: global attention.
 
     Raises:
         ValueError: at construction, naming the bad field, its value and what is allowed.
@@ -80,6 +90,10 @@ class ModelConfig:
     causal: bool = True
     tie_embeddings: bool = True
     softmax_scale: str = "none"
+    layout: str | None = None
+    heads: str | None = None
+    nope_every: int = 0
+    window: int | None = None
 
     def __post_init__(self) -> None:
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
@@ -124,12 +138,24 @@ class ModelConfig:
             raise ValueError(
                 f"model.position={self.position!r} is causal only; set model.causal=true"
             )
+        layers = resolve_layout(
+            self.position, self.n_layers, self.n_heads, self.layout, self.heads,
+            self.nope_every, self.window,
+        )  # fmt: skip
+        check_layout(layers, self.n_heads, self.causal)
+        members = [] if is_plain(layers, self.position, self.n_heads) else scheme_names(layers)
         options = {}
-        for name in {**dict(self.options), self.position: {}}:
+        for name in {**dict(self.options), self.position: {}, **dict.fromkeys(members)}:
             given = dict(self.options.get(name) or {})
             options[name] = build_options(name, scheme_class(name).Options, given)
         cls.check(self, options[self.position])
         self._scheme_options = options[self.position]
+        self._layers = None if not members else layers
+        self._windows = tuple(layer.window for layer in layers)
+        self._member_options = {name: options[name] for name in members}
+        check_attention_combination(self.position, self.softmax_scale, self._windows, members)
+        for member in member_configs(self, layers, options).values() if members else ():
+            scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
 
     def at_evaluation(self, overrides: dict[str, Any]) -> "ModelConfig":
@@ -164,11 +190,12 @@ class ModelConfig:
         """This config with the active scheme's options that default to the training context
         filled in (:meth:`model.position.base.PositionScheme.with_training_context`), given the
         longest training sequence in ``tokens``; itself when nothing changes."""
-        section = self.options[self.position]
-        filled = scheme_class(self.position).with_training_context(section, tokens)
-        if filled == section:
+        options = dict(self.options)
+        for name in [self.position, *self._member_options]:
+            options[name] = scheme_class(name).with_training_context(options[name], tokens)
+        if options == self.options:
             return self
-        return replace(self, options={**self.options, self.position: filled})
+        return replace(self, options=options)
 
     def approx_parameters(self) -> int:
         """Parameters of the blocks and embeddings, without the scheme's own and the norms:
@@ -187,6 +214,52 @@ class ModelConfig:
     def scheme_options(self) -> Any:
         """The active scheme's typed options (its ``Options`` dataclass)."""
         return self._scheme_options
+
+    @property
+    def layers(self) -> tuple[LayerLayout, ...] | None:
+        """Every layer's schemes and window (:mod:`model.layout`) when the model is a hybrid,
+        None when every layer uses ``position`` on every head (windows aside)."""
+        return self._layers
+
+    @property
+    def member_options(self) -> dict[str, Any]:
+        """A hybrid's schemes -> their typed options (empty for a single scheme)."""
+        return self._member_options
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window in tokens (None: global attention)."""
+        return self._windows
+
+
+def check_attention_combination(
+    position: str, softmax_scale: str, windows: tuple[int | None, ...], members: list[str]
+) -> None:
+    """Refuse, in one line, the combinations whose attention would silently be wrong: a
+    length-aware softmax counts every key a query sees under the causal mask, not a sliding
+    window's; stick-breaking replaces the softmax of a whole layer, so it cannot share a layer's
+    heads with another scheme.
+
+    Raises:
+        ValueError: ``softmax_scale`` other than ``none`` or ``stickbreaking`` with a window
+            (its weights ignore the mask), or ``stickbreaking`` among a hybrid layout's schemes.
+    """
+    windowed = any(w is not None for w in windows)
+    if position == "stickbreaking" and windowed:
+        raise ValueError(
+            "model.position='stickbreaking' with model.window is not supported (its weights "
+            "ignore the sliding-window mask); use model.window=null"
+        )
+    if softmax_scale != "none" and windowed:
+        raise ValueError(
+            f"model.softmax_scale={softmax_scale!r} with a sliding window is not supported (its "
+            "log n counts every key of the causal mask); use softmax_scale=none or no window"
+        )
+    if "stickbreaking" in members:
+        raise ValueError(
+            "stickbreaking in model.layout/heads/nope_every is not supported (it replaces the "
+            "softmax of a whole layer); use model.position=stickbreaking alone"
+        )
 
 
 def migrate_keys(model_values: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -31,21 +32,28 @@ def blocked(
     device: torch.device,
     queries: slice = ALL,
     keys: slice = ALL,
+    window: int | None = None,
 ) -> Tensor:
     """Bool ``(Tq, Tk)``: True where query ``i`` may not attend to key ``j``.
 
     Causal: ``j > i``. Bidirectional with ``prefix_len`` (a prefix LM, Raffel et al. 2020, T5,
     §3.2.1): ``j > i`` unless both lie in the first ``prefix_len`` tokens. Bidirectional without
     a prefix: nothing is blocked. ``queries`` and ``keys`` select a window of ``range(T)``.
+    With a sliding ``window`` of ``W`` tokens, also every key with ``|i - j| >= W`` (Mistral's
+    ``sliding_window``: a causal query sees itself and the ``W - 1`` keys before it).
     """
     i = torch.arange(seq_len, device=device)[queries].unsqueeze(-1)  # (Tq, 1)
     j = torch.arange(seq_len, device=device)[keys]  # (Tk,)
     future = j > i  # (Tq, Tk)
     if causal:
-        return future
-    if prefix_len is None:
-        return torch.zeros_like(future)
-    return future & ((i >= prefix_len) | (j >= prefix_len))
+        rule = future
+    elif prefix_len is None:
+        rule = torch.zeros_like(future)
+    else:
+        rule = future & ((i >= prefix_len) | (j >= prefix_len))
+    if window is None:
+        return rule
+    return rule | ((i - j).abs() >= window)
 
 
 def attention_mask(
@@ -56,6 +64,7 @@ def attention_mask(
     device: torch.device,
     dtype: torch.dtype,
     reuse_bias: bool = False,
+    window: int | None = None,
 ) -> Tensor | None:
     """Additive SDPA mask: ``bias`` (or zeros) with ``-inf`` where attention is blocked.
 
@@ -67,14 +76,17 @@ def attention_mask(
         device, dtype: of the mask.
         reuse_bias: ``bias`` is a temporary the caller gives away: mask it in place (saves a
             copy of a ``(1, H, T, T)`` tensor, 256 MiB for 4 heads at T = 4096).
+        window: a sliding window in tokens (:func:`blocked`), or None.
 
     Returns:
-        ``dtype`` ``(T, T)`` or ``(1 or B, H, T, T)``; None when no mask is needed: no bias and
-        either causal (SDPA's ``is_causal``) or bidirectional without a prefix.
+        ``dtype`` ``(T, T)`` or ``(1 or B, H, T, T)``; None when no mask is needed: no bias, no
+        window, and either causal (SDPA's ``is_causal``) or bidirectional without a prefix.
     """
-    if bias is None and (causal or prefix_len is None):
+    if bias is None and (causal or prefix_len is None) and window is None:
         return None
-    return window_mask(seq_len, causal, prefix_len, bias, device, dtype, reuse_bias=reuse_bias)
+    return window_mask(
+        seq_len, causal, prefix_len, bias, device, dtype, reuse_bias=reuse_bias, window=window
+    )
 
 
 def window_mask(
@@ -87,23 +99,28 @@ def window_mask(
     queries: slice = ALL,
     keys: slice = ALL,
     reuse_bias: bool = False,
+    window: int | None = None,
 ) -> Tensor:
     """The additive mask of a window of queries and keys, as :func:`attention_mask` but always
     a tensor: ``bias`` ``(1 or B, H, Tq, Tk)`` or zeros ``(Tq, Tk)``, ``-inf`` where blocked.
 
-    Only keys after a query are ever blocked (causal and prefix LM alike), so only the columns
-    from the window's first query on are masked: for a block of the blocked path, its
-    ``(Tq, Tq)`` diagonal square rather than all ``(Tq, Tk)`` entries.
+    Without a sliding ``window`` only keys after a query are ever blocked (causal and prefix LM
+    alike), so only the columns from the window's first query on are masked: for a block of the
+    blocked path, its ``(Tq, Tq)`` diagonal square rather than all ``(Tq, Tk)`` entries. With
+    one, every column is.
     """
     if bias is None:
         rows, cols = range(seq_len)[queries], range(seq_len)[keys]
         base = torch.zeros(len(rows), len(cols), device=device, dtype=dtype)
     else:
         base = bias.to(dtype)
-    if not causal and prefix_len is None:
+    if not causal and prefix_len is None and window is None:
         return base
     if not reuse_bias and base is bias:  # the caller's tensor: mask a copy
         base = base.clone()
+    if window is not None:
+        block = blocked(seq_len, causal, prefix_len, base.device, queries, keys, window)
+        return base.masked_fill_(block, -math.inf)
     start = keys.start or 0  # windows start at a given index or at 0 (ALL)
     first = max((queries.start or 0) - start, 0)  # window column of the first key after a query
     right = slice(start + first, keys.stop)
@@ -134,7 +151,8 @@ def add_layer_bias(
 
 
 class MaskCache:
-    """Masks of fixed biases at default positions (ALiBi), cached per (causal, dtype, device).
+    """Masks of fixed biases at default positions (ALiBi), cached per (causal, dtype, device,
+    sliding window).
 
     Kept at the longest length seen (exactly that length: masks are quadratic) and sliced for
     shorter ones, which is valid because a fixed bias and the causal mask depend on ``i - j``.
@@ -152,16 +170,17 @@ class MaskCache:
         dtype: torch.dtype,
         device: torch.device,
         bias: Callable[[int], Tensor],
+        window: int | None = None,
     ) -> Tensor:
-        """``(1, H, T, T)`` mask, a view of the cache; ``bias(n)`` builds the ``n``-token bias."""
-        key = (causal, dtype, device)
+        """``(1, H, T, T)`` mask, a view of the cache; ``bias(n)`` builds the ``n``-token bias;
+        ``window``: a sliding window in tokens (:func:`blocked`), or None."""
+        key = (causal, dtype, device) if window is None else (causal, dtype, device, window)
         cache = self._masks.get(key)
         if cache is None or cache.shape[-1] < seq_len:
+            build = partial(attention_mask, seq_len, causal, None, device=device, dtype=dtype)
             if torch.compiler.is_compiling():
-                built = bias(seq_len)
-                return attention_mask(seq_len, causal, None, built, device, dtype, reuse_bias=True)
+                return build(bias=bias(seq_len), reuse_bias=True, window=window)
             with outside_autograd():
-                built = bias(seq_len)
-                cache = attention_mask(seq_len, causal, None, built, device, dtype, reuse_bias=True)
+                cache = build(bias=bias(seq_len), reuse_bias=True, window=window)
             self._masks[key] = cache
         return cache[..., :seq_len, :seq_len]

@@ -48,7 +48,9 @@ class Transformer(nn.Module):
     The token embedding is a table lookup, equal to ``one_hot(idx) @ W_E``. The position scheme
     (``config.position``) is one module, ``self.position``, that may choose the positions, add
     to the embeddings, bias attention scores, and act in every layer on its queries and keys;
-    see :mod:`model.position.base`.
+    see :mod:`model.position.base`. A hybrid layout (``config.layers``: a scheme per layer and
+    per head) is one such module too, :class:`model.position.layout.LayeredPositions`; each
+    layer may attend within a sliding window (``config.windows``).
 
     Raises:
         ValueError: (in ``__init__``) an invalid config is rejected by :class:`ModelConfig`.
@@ -120,13 +122,13 @@ class Transformer(nn.Module):
         added = self.position.embedding(positions, t)
         if added is not None:
             x = x + added.to(x.dtype)  # (1 or B, T, D) broadcast
-        context = self._context(positions, b, t, prefix, x.device, attention_dtype(x))
+        contexts = self._contexts(positions, b, t, prefix, x.device, attention_dtype(x))
         x = self.drop(x)
-        for block in self.blocks:
+        for block, context in zip(self.blocks, contexts, strict=True):
             x = block(x, context)
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
-    def _context(
+    def _contexts(
         self,
         positions: Tensor | None,
         b: int,
@@ -134,16 +136,42 @@ class Transformer(nn.Module):
         prefix: int | None,
         device: torch.device,
         dtype: torch.dtype,
+    ) -> list[AttentionContext]:
+        """Every layer's attention context of one forward pass: one per sliding window
+        (``config.windows``; a window of ``T`` tokens or more is global attention), shared by
+        the layers with that window."""
+        state = self.position.prepare(positions, t)
+        built: dict[int | None, AttentionContext] = {}
+        contexts = []
+        for window in self.config.windows:
+            window = window if window is not None and window < t else None
+            if window not in built:
+                built[window] = self._context(state, positions, b, t, prefix, device, dtype, window)
+            contexts.append(built[window])
+        return contexts
+
+    def _context(
+        self,
+        state: Any,
+        positions: Tensor | None,
+        b: int,
+        t: int,
+        prefix: int | None,
+        device: torch.device,
+        dtype: torch.dtype,
+        window: int | None,
     ) -> AttentionContext:
-        """The attention context of one forward pass, and with it the path: a long sequence
-        with a mask is attended block by block (:func:`model.blocked_attention.plan`), any
-        other one at once, with its whole mask (None: SDPA's causal path or no mask)."""
+        """The attention context of one forward pass and sliding window (None: global), and with
+        it the path: a long sequence with a mask is attended block by block
+        (:func:`model.blocked_attention.plan`), any other one at once, with its whole mask
+        (None: SDPA's causal path or no mask); ``state`` is the scheme's ``prepare``."""
         scheme, causal = self.position, self.config.causal
-        state = scheme.prepare(positions, t)
-        path = blocked_attention.plan(scheme, positions, b, t, causal, prefix, device, dtype)
+        path = blocked_attention.plan(
+            scheme, positions, b, t, causal, prefix, device, dtype, window
+        )
         if path is not None:
             return AttentionContext(scheme, state, None, False, causal, prefix, dtype, path)
-        mask = self._mask(positions, t, prefix, device, dtype)
+        mask = self._mask(positions, t, prefix, device, dtype, window)
         return AttentionContext(scheme, state, mask, causal and mask is None, causal, prefix, dtype)
 
     def _mask(
@@ -153,13 +181,17 @@ class Transformer(nn.Module):
         prefix: int | None,
         device: torch.device,
         dtype: torch.dtype,
+        window: int | None = None,
     ) -> Tensor | None:
-        """The forward pass's attention mask with the scheme's shared bias merged in."""
+        """The forward pass's attention mask with the scheme's shared bias merged in, and a
+        sliding ``window`` (None: global attention)."""
         scheme, causal = self.position, self.config.causal
         if scheme.fixed_bias and positions is None and prefix is None:
-            return self._masks.get(t, causal, dtype, device, lambda n: scheme.score_bias(None, n))
+            return self._masks.get(
+                t, causal, dtype, device, lambda n: scheme.score_bias(None, n), window
+            )
         bias = scheme.score_bias(positions, t)
-        return attention_mask(t, causal, prefix, bias, device, dtype)
+        return attention_mask(t, causal, prefix, bias, device, dtype, window=window)
 
     def at_evaluation(self, overrides: dict[str, Any]) -> "Transformer":
         """This model (itself when ``overrides`` is empty) or a copy with the same weights whose
@@ -185,7 +217,9 @@ class Transformer(nn.Module):
         self.position.reserve(n_positions)
         weight = self.token_embedding.weight
         unblocked = min(n_positions, blocked_attention.BLOCK_ROWS)
-        self._mask(None, unblocked, None, weight.device, weight.dtype)
+        for window in dict.fromkeys(self.config.windows):  # each once, in layer order
+            if window is None or window < unblocked:
+                self._mask(None, unblocked, None, weight.device, weight.dtype, window)
 
     def check_inputs(self, idx: Tensor, positions: Tensor | None = None) -> None:
         """Check values that ``forward`` does not read: call where inputs are made.

@@ -8,6 +8,7 @@ from typing import Any
 
 from data import available_tasks, task_class
 from lab.common.config import migrate_data_keys
+from model.layout import layout_label
 from model.position import available_schemes
 from registry import options_dict
 
@@ -44,12 +45,15 @@ def changed_task_options(data: dict[str, Any]) -> str:
 
 
 def scheme_label(result: dict[str, Any]) -> str:
-    """The position scheme, marked ``(bidirectional)`` for non-causal models and
+    """The position scheme (a hybrid layout or sliding window as :func:`model.layout.describe`
+    writes it, e.g. ``rope*3,none``), marked ``(bidirectional)`` for non-causal models and
     ``(randomized eval)`` for a model trained to be evaluated on random positions
     (``model.randomized_eval``), with its :func:`task_options_label` and
     :func:`evaluation_label`."""
     model = result["config"]["model"]
-    marked = result["position"] + ("" if model.get("causal", True) else " (bidirectional)")
+    causal = model.get("causal", True)
+    scheme = layout_label(model) or result["position"]
+    marked = scheme + ("" if causal else " (bidirectional)")
     marked += " (randomized eval)" if model.get("randomized_eval") else ""
     return marked + task_options_label(result) + evaluation_label(result)
 
@@ -71,7 +75,8 @@ def run_label(result: dict[str, Any], out_dir: str | Path | None = None) -> str:
 
 def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Results sorted by task, then scheme (in registration order: none, learned, sinusoidal,
-    rope, alibi), then seed, so every report lists runs the same way."""
+    rope, alibi; a hybrid layout after its ``model.position``), then seed, so every report lists
+    runs the same way."""
     order = {name: i for i, name in enumerate(available_schemes())}
     return sorted(
         results,
@@ -79,6 +84,7 @@ def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r["task"],
             order.get(r["position"], len(order)),
             r["position"],
+            layout_label(r["config"]["model"]) or "",
             evaluation_label(r),
             r["seed"],
         ),

@@ -50,6 +50,7 @@ from lab.common.config import (
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
+from model.layout import named_schemes
 
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
 
@@ -284,11 +285,11 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
     """One grid point's run name, evaluation label, run overrides (``run_dir`` last) and
     evaluation overrides; grid values of another task's options are left out of all four."""
     given = [*sweep.base, *sweep.command_line, *(f"{k}={text(v)}" for k, v in chosen.items())]
-    task, position = _task_of(given), _position_of(given)
+    task, schemes = _task_of(given), _schemes_of(given)
     chosen = {
         k: v
         for k, v in chosen.items()
-        if not _other_task_option(k, task) and not _other_scheme_option(k, position)
+        if not _other_task_option(k, task) and not _other_scheme_option(k, schemes)
     }
     trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
     evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
@@ -322,7 +323,8 @@ def run_identity(config: Config) -> str:
     values.pop("run_dir")
     data, model = values["data"], values["model"]
     data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
-    model["options"] = {k: v for k, v in model["options"].items() if k == model["position"]}
+    used = {model["position"], *config.model.member_options}  # a hybrid's schemes too
+    model["options"] = {k: v for k, v in model["options"].items() if k in used}
     return json.dumps(values, sort_keys=True, default=str)
 
 
@@ -349,11 +351,23 @@ def _position_of(overrides: list[str]) -> str:
     return schemes[-1] if schemes else ModelConfig.position
 
 
-def _other_scheme_option(key: str, position: str) -> bool:
-    """``key`` is an option of another position scheme than ``position``
+def _schemes_of(overrides: list[str]) -> set[str]:
+    """The schemes a run of ``overrides`` uses: its ``model.position`` and those its last
+    ``model.layout`` or ``model.heads`` name (a hybrid, :mod:`model.layout`), and ``none``
+    with ``model.nope_every``."""
+    last = {o.partition("=")[0]: o.partition("=")[2] for o in overrides}
+    schemes = {_position_of(overrides)} | ({"none"} if last.get("model.nope_every") else set())
+    for key in ("model.layout", "model.heads"):
+        if last.get(key) not in (None, "null"):
+            schemes.update(named_schemes(last[key]))
+    return schemes
+
+
+def _other_scheme_option(key: str, schemes: set[str]) -> bool:
+    """``key`` is an option of a position scheme other than ``schemes``
     (``model.options.OTHER.KEY``)."""
     parts = key.split(".")
-    return len(parts) > 3 and parts[:2] == ["model", "options"] and parts[2] != position
+    return len(parts) > 3 and parts[:2] == ["model", "options"] and parts[2] not in schemes
 
 
 def _other_task_option(key: str, task: str) -> bool:

@@ -22,20 +22,26 @@ from model.position.base import (
     register,
     scheme_class,
 )
+from model.position.layout import LayeredPositions
 from model.position.randomized import RandomizedPositions
 from model.position.rope import apply_rope, rope_frequencies
 from model.position.sinusoidal import sinusoidal_table
 
 
 def build_position(config: SchemeConfig) -> PositionScheme:
-    """Instantiate the scheme named by ``config.position`` with its options, wrapped in
-    randomized positions when ``config.randomized_positions`` is set (at evaluation too with
+    """Instantiate the scheme named by ``config.position`` with its options (a hybrid's
+    :class:`LayeredPositions` when ``config.layers`` is set), wrapped in randomized positions
+    when ``config.randomized_positions`` is set (at evaluation too with
     ``config.randomized_eval``).
 
     Raises:
         ValueError: the name is not registered; the message lists the registered names.
     """
-    scheme = scheme_class(config.position)(config, config.scheme_options)
+    layers = getattr(config, "layers", None)  # a hybrid layout (model.config.ModelConfig)
+    if layers is not None:
+        scheme = LayeredPositions(config, layers, config.member_options)
+    else:
+        scheme = scheme_class(config.position)(config, config.scheme_options)
     if config.randomized_positions:
         scheme = RandomizedPositions(scheme, config.randomized_positions, config.randomized_eval)
     return scheme

@@ -1,0 +1,317 @@
+"""Hybrid layouts (a scheme per layer and per head) and sliding-window attention: the uniform
+layout equals the scheme alone, each layer and head gets its own scheme, the window hides what
+it should on both attention paths, and bad layouts stop in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from lab.common.config import ConfigError, config_from_dict, config_to_dict, load_config
+from lab.evaluation.attention_maps import attention_maps
+from lab.evaluation.labels import scheme_label
+from lab.sweeps.sweep import expand, load_sweep, run_identity
+from model import ModelConfig, Transformer, blocked_attention
+from model.position import alibi_bias, alibi_slopes, apply_rope
+from model.position.layout import LayeredPositions
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def model_of(seed: int = 0, **values) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(ModelConfig(**values)).eval()
+
+
+def tokens(t: int, seed: int = 1, b: int = 2) -> torch.Tensor:
+    return torch.randint(0, 64, (b, t), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# No layout, or a layout of one scheme everywhere, is that scheme alone
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "t5", "kerple", "fire", "cope"])
+def test_a_layout_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
+    """``position=none layout=X,X,X`` (rope for X = none) builds the composite around one
+    member X; with the same seed it draws the same weights and gives the very same logits as
+    ``position=X``."""
+    plain = model_of(position=scheme)
+    base = "rope" if scheme == "none" else "none"  # another scheme: the composite is built
+    hybrid = model_of(position=base, layout=",".join([scheme] * 3))
+    assert isinstance(hybrid.position, LayeredPositions)
+    mine, theirs = hybrid.state_dict(), plain.state_dict()
+    assert [v.shape for v in mine.values()] == [v.shape for v in theirs.values()]
+    assert all(torch.equal(a, b) for a, b in zip(mine.values(), theirs.values(), strict=True))
+    idx = tokens(12)
+    assert torch.equal(hybrid(idx), plain(idx))
+    idx = tokens(300, b=1)  # the blocked path where X has a bias
+    assert torch.equal(hybrid(idx), plain(idx))
+
+
+def test_no_layout_key_builds_the_scheme_itself_with_its_parameter_names():
+    for values in ({}, {"layout": "rope,rope,rope"}, {"heads": "rope:4"}):
+        model = model_of(**values)
+        assert type(model.position).__name__ == "RotaryPosition"
+        assert ModelConfig(**values).layers is None
+    names = list(model_of(position="t5", layout="t5,t5,t5").state_dict())
+    assert names == list(model_of(position="t5").state_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Each layer and head gets its own scheme
+# ---------------------------------------------------------------------------------------------
+
+
+def layer_qk(model: Transformer, index: int, t: int = 10):
+    q, k = torch.randn(2, 2, 4, t, 16, generator=torch.Generator().manual_seed(3))
+    state = model.position.prepare(None, t)
+    return q, k, model.position.layer(index, q, k, state)
+
+
+def test_a_nope_layer_sees_its_queries_and_keys_as_they_came_and_a_rope_layer_rotates_them():
+    model = model_of(layout="rope,none,rope")
+    for index in (0, 2):
+        q, k, scores = layer_qk(model, index)
+        assert torch.equal(scores.q, apply_rope(q, torch.arange(10)))
+        assert torch.equal(scores.k, apply_rope(k, torch.arange(10)))
+    q, k, scores = layer_qk(model, 1)
+    assert torch.equal(scores.q, q) and torch.equal(scores.k, k) and scores.bias is None
+
+
+def test_nope_every_drops_rope_in_every_kth_layer_as_llama4():
+    config = ModelConfig(n_layers=8, nope_every=4, window=16)
+    names = [[g.scheme for g in layer.groups] for layer in config.layers]
+    assert names == [["rope"], ["rope"], ["rope"], ["none"]] * 2
+    assert config.windows == (16, 16, 16, None) * 2  # the NoPE layers attend globally
+
+
+def test_rope_heads_rotate_and_nope_heads_do_not():
+    model = model_of(heads="rope:2+none:2")
+    q, k, scores = layer_qk(model, 1)
+    assert torch.equal(scores.q[:, :2], apply_rope(q[:, :2], torch.arange(10)))
+    assert torch.equal(scores.k[:, 2:], k[:, 2:])
+    assert torch.equal(scores.q[:, 2:], q[:, 2:])
+    assert not torch.allclose(scores.q[:, :2], q[:, :2])
+
+
+def test_alibi_on_some_heads_biases_those_heads_with_their_own_slopes():
+    """x-transformers' alibi_num_heads: the slopes of 2 heads (1/16, 1/256) on heads 0-1,
+    nothing on heads 2-3; the same in every layer, so one shared (cached) bias."""
+    model = model_of(heads="alibi:2+none:2")
+    assert model.position.shared_bias and model.position.fixed_bias
+    bias = model.position.score_bias(None, 9)
+    assert torch.equal(bias[:, :2], alibi_bias(alibi_slopes(2), None, 9))
+    assert alibi_slopes(2).tolist() == [1 / 16, 1 / 256]
+    assert torch.equal(bias[:, 2:], torch.zeros(1, 2, 9, 9))
+
+
+def test_a_bias_on_some_layers_only_is_each_layers_own():
+    model = model_of(layout="alibi,none,alibi:1+rope:3")
+    assert not model.position.shared_bias and model.position.windowed_layer_bias
+    assert model.position.score_bias(None, 9) is None
+    _, _, first = layer_qk(model, 0, 9)
+    assert torch.equal(first.bias_window(), alibi_bias(alibi_slopes(4), None, 9))
+    assert layer_qk(model, 1, 9)[2].window is None
+    _, _, last = layer_qk(model, 2, 9)
+    assert torch.equal(last.bias_window()[:, :1], alibi_bias(alibi_slopes(1), None, 9))
+    assert torch.equal(last.bias_window()[:, 1:], torch.zeros(1, 3, 9, 9))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"layout": "rope,none,alibi"},
+        {"heads": "rope:2+none:2"},
+        {"layout": "cope:2+rope:2,t5,kerple:1+none"},
+        {"nope_every": 3, "window": 3},
+        {"layout": "alibi@2,fire@4,rope"},
+    ],
+)
+def test_hybrids_are_causal_and_train(values):
+    model = model_of(**values)
+    idx = tokens(20)
+    later = idx.clone()
+    later[:, 12:] = (later[:, 12:] + 1) % 64
+    assert torch.equal(model(idx)[:, :12], model(later)[:, :12])
+    model.train()
+    model(idx).logsumexp(-1).mean().backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# Sliding windows
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", ["rope", "alibi", "cope"])
+def test_a_token_never_attends_beyond_its_window(position):
+    window = 5
+    model = model_of(position=position, window=window)
+    maps = attention_maps(model, tokens(16, b=1))
+    i, j = torch.arange(16).unsqueeze(1), torch.arange(16)
+    outside = (i - j >= window) | (j > i)
+    for weights in maps:  # (H, T, T)
+        assert torch.all(weights[:, outside] == 0)
+        assert torch.all(weights[:, ~outside] > 0)
+
+
+def test_a_window_bounds_what_one_layer_can_read():
+    """One layer with a window of W: the last token's logits change with the token W - 1 back,
+    never with the one W back."""
+    model = model_of(position="none", n_layers=1, window=4)
+    idx = tokens(12, b=1)
+    for back, changes in ((4, False), (3, True)):
+        other = idx.clone()
+        other[0, 11 - back] = (other[0, 11 - back] + 1) % 64
+        assert torch.equal(model(idx)[0, -1], model(other)[0, -1]) is not changes
+
+
+def test_a_window_at_least_the_length_is_global_attention():
+    idx = tokens(12)
+    assert torch.equal(model_of(window=12)(idx), model_of()(idx))
+
+
+@pytest.mark.parametrize("t", [300, 700])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"position": "rope", "window": 40},
+        {"position": "alibi", "window": 100},
+        {"layout": "rope@64,none,alibi:2+none@300"},
+        {"position": "cope", "window": 70},
+        {"position": "t5", "window": 33, "causal": False},
+    ],
+)
+def test_the_blocked_path_with_a_window_equals_attending_at_once(t, values, monkeypatch):
+    """Past BLOCK_ROWS a window takes the blocked path, whose blocks skip the keys outside it;
+    logits and gradients equal the whole-sequence path's."""
+    model = model_of(**values)
+    idx = tokens(t, b=1)
+    prefix = None if values.get("causal", True) else 100
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad()
+        logits = model(idx, prefix_len=prefix)
+        logits.square().mean().backward()
+        return logits.detach(), model.blocks[0].attn.qkv.weight.grad.clone()
+
+    window = next(w for w in model.config.windows if w is not None)
+    path = blocked_attention.plan(
+        model.position, None, 1, t, model.config.causal, prefix, idx.device, torch.float32, window
+    )
+    assert path is not None and path.blocks[-1][1].start > 0  # keys outside the window skipped
+    blocked = run()
+    monkeypatch.setattr(blocked_attention, "BLOCK_ROWS", 10**6)
+    whole = run()
+    torch.testing.assert_close(blocked[0], whole[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(blocked[1], whole[1], rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved, labelled, swept, round-tripped
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_hybrid_run_config_round_trips_with_every_members_options(tmp_path):
+    config = load_config(
+        None, ["model.layout=rope@6,alibi:2+t5:2,none", "model.options.t5.num_buckets=8"]
+    )
+    values = config_to_dict(config)
+    assert values["model"]["layout"] == "rope@6,alibi:2+t5:2,none"
+    assert set(values["model"]["options"]) >= {"rope", "alibi", "t5", "none"}
+    again = config_from_dict(values)
+    assert again.model == config.model
+    torch.manual_seed(0)
+    model = Transformer(config.model).eval()
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    torch.manual_seed(1)
+    loaded = Transformer(again.model).eval()
+    idx = tokens(10) % config.model.vocab_size
+    assert not torch.equal(loaded(idx), model(idx))
+    loaded.load_state_dict(torch.load(tmp_path / "w.pt"))
+    assert torch.equal(loaded(idx), model(idx))
+
+
+def test_the_label_names_the_layout():
+    def label(**model):
+        base = config_to_dict(load_config(None, [f"model.{k}={v}" for k, v in model.items()]))
+        result = {"position": base["model"]["position"], "task": "svo", "config": base}
+        return scheme_label(result)
+
+    assert label() == "rope"
+    assert label(nope_every=3) == "rope*2,none"
+    assert label(heads="rope:2+none") == "rope:2+none:2"
+    assert label(window=8) == "rope@8"
+    assert label(layout="rope@8,rope@8,none", causal="false") == "rope@8*2,none (bidirectional)"
+
+
+def test_layout_keys_are_grid_axes(tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    grid = {"model.layout": ["rope,rope,none", "alibi:2+none:2,rope,rope"], "model.window": [4]}
+    grid["model.options.alibi.x"] = [1]  # not an alibi option: only a run using alibi reads it
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "grid": grid}, sweep)
+    with pytest.raises(ConfigError, match="x"):
+        expand(load_sweep(sweep))
+    del grid["model.options.alibi.x"]
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "grid": grid}, sweep)
+    specs = expand(load_sweep(sweep))
+    names = ["layoutrope,rope,none-window4", "layoutalibi:2+none:2,rope,rope-window4"]
+    assert [s.name for s in specs] == names
+    configs = [load_config(None, s.overrides) for s in specs]
+    assert [c.model.windows for c in configs] == [(4, 4, 4)] * 2
+    assert "alibi" in run_identity(configs[1]) and '"alibi"' not in run_identity(configs[0])
+
+
+@pytest.mark.parametrize("name", ["hybrid_nope_every", "hybrid_half_heads", "hybrid_rnope_swa"])
+def test_the_examples_build_their_hybrids(name):
+    config = load_config(CONFIGS / f"{name}.yaml")
+    assert config.model.layers is not None
+    model = Transformer(config.model)
+    assert isinstance(model.position, LayeredPositions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad layouts stop in one line
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.layout=rope,rope,nope", r"'nope' is not a known scheme; choose one of none"),
+        ("model.layout=rope,none", r"has 2 entries but model.n_layers=3"),
+        ("model.heads=rope:2+none:1", r"head counts sum to 3 but model.n_heads=4"),
+        ("model.heads=rope:x+none", r"head count 'x' of rope is not an integer"),
+        ("model.heads=rope:1+rope:3", r"names rope twice"),
+        ("model.window=0", r"model.window: window=0 is invalid; it must be an integer in"),
+        ("model.layout=rope@0,rope,none", r"window='0' is invalid"),
+        ("model.nope_every=4", r"model.nope_every=4 is invalid"),
+        ("model.layout=learned,none,none", r"learned adds its positions to the token embed"),
+        ("model.heads=cope:2+none:2 model.causal=false", r"cope is causal only"),
+    ],
+)
+def test_bad_layouts_stop_in_one_line(override, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config(None, override.split())
+    assert "\n" not in str(error.value)
+
+
+def test_layout_with_heads_or_nope_every_is_refused():
+    with pytest.raises(ValueError, match="model.layout and model.heads are both given"):
+        ModelConfig(layout="rope,rope,rope", heads="rope:2+none:2")
+    with pytest.raises(ValueError, match="model.layout and model.nope_every are both given"):
+        ModelConfig(layout="rope,rope,rope", nope_every=3)
+
+
+def test_evaluation_options_reach_the_member_that_is_model_position():
+    model = model_of(heads="rope:2+none:2")
+    other = model.at_evaluation({"theta": 40000.0})
+    assert other.position.members["rope_2"].options.theta == 40000.0
+    idx = tokens(12)
+    assert not torch.equal(other(idx), model(idx))
+    assert torch.equal(other.at_evaluation({"theta": 10000.0})(idx), model(idx))
