@@ -149,16 +149,16 @@ def cell(text: str) -> str:
 def task_row(name: str) -> list[str]:
     """The task table's row for the registered task ``name``: its name, family (module), default
     training lengths, one sequence at its default options (length 4 or the nearest default, seed
-    0; a language-model task: a window of 32 bytes, escaped as a Python string) and the first
-    paragraph of its class docstring."""
+    0; a language-model task: what its window holds, since its text depends on the machine's
+    corpus) and the first paragraph of its class docstring."""
     cls = task_class(name)
     low, high = cls.train_lengths
-    task = build_task(name)
-    length = 32 if cls.language_model else min(max(4, low), high)
-    example = task.decode(task.sample(np.random.default_rng(0), length, 1).tokens[0])
-    if cls.language_model:  # one table line: newlines escaped, no bare | or backtick
-        example = example.encode("unicode_escape").decode("ascii")
-        example = example.replace("`", "'").replace("|", "\\|")
+    if cls.language_model:
+        example = f"<{high} + 1 bytes of the corpus>"
+    else:
+        task = build_task(name)
+        batch = task.sample(np.random.default_rng(0), min(max(4, low), high), 1)
+        example = task.decode(batch.tokens[0])
     doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
     family = cls.__module__.rsplit(".", 1)[-1]
     return [f"`{name}`", family, f"{low}..{high}", f"`{example}`", cell(doc)]
