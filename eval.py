@@ -3,7 +3,9 @@
 For every run (a folder holding ``checkpoint.pt``; a parent folder is searched recursively):
 exact-match and per-token accuracy over a length grid up to ``eval.max_length_factor`` times the
 longest training length (always at 1.1x, 1.25x, 1.5x, 2x, 3x and 4x of it), minimal pairs at
-every length (``svo``, ``copy``, ``reverse``) and an order-blindness check.
+every length (``svo``, ``copy``, ``reverse``) and an order-blindness check. A language-model run
+(task ``text``) gets held-out loss and perplexity at 1x, 2x, 4x ... of its training length and
+per token position instead (docs/language-modelling.md).
 Each run gets ``RUN_DIR/eval.json`` and TensorBoard curves ``by_length_set_smoothing_0/*``, and
 cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
 go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
@@ -41,7 +43,7 @@ from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
 from lab.evaluation.evaluate import apply_eval_overrides, find_runs, load_run
 from lab.evaluation.labels import scheme_label
-from lab.evaluation.runs import Plan, evaluate_plans, plan_run
+from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
 
@@ -155,12 +157,18 @@ def plan_runs(args: argparse.Namespace, runs: list[Path]) -> tuple[int, list[Pla
 def print_summary(
     results: list[dict], single: bool, out: Path, given_out: bool, paths: dict[str, Path]
 ) -> None:
-    """Print the length table (one run), the summary table, the notes and where files went."""
-    if single:
+    """Print the length table (one run), the summary table, the notes and where files went (a
+    language-model run: one line of perplexities, :func:`lab.evaluation.runs.lm_summary_line`)."""
+    exact = [r for r in results if r.get("kind") != "lm"]
+    if single and exact:
         print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {scheme_label(results[0])}\n")
         print(length_table(results[0]))
     print()
-    print(summary_table(results, out))
+    if exact:
+        print(summary_table(exact, out))
+    for result in results:
+        if result.get("kind") == "lm":
+            print(lm_summary_line(result, out))
     for result in results:
         for note in result["summary"]["notes"]:
             print(f"note: {Path(result['run_dir']).name}: {note}")

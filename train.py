@@ -153,12 +153,16 @@ def print_result(result: TrainResult, config: Config) -> None:
             f"train.steps=N, N > {result.step})"
         )
         return
-    evals = ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
+    evals = "validation exact-match " + ", ".join(f"{k} {v:.1%}" for k, v in result.eval.items())
+    if config.data.build_task().language_model:  # lab.training.run_logs.periodic_lm_eval
+        evals = "validation " + ", ".join(
+            f"{k.replace('_', ' ')} {v:.2f}" for k, v in result.eval.items()
+        )
     target = config.train.target_accuracy
     target = "" if target is None or result.reached_target else f" (target {target} not reached)"
     print(
         f"{result.run_dir}: {result.step} steps in {result.seconds:.0f}s, "
-        f"loss {result.final_loss:.4f}, validation exact-match {evals}{target}"
+        f"loss {result.final_loss:.4f}, {evals}{target}"
     )
     run = shlex.quote(str(result.run_dir))
     print(f"test-set evaluation (eval.json, report, plots): python eval.py {run}")

@@ -13,6 +13,7 @@ from data.recall import FlipFlopTask  # noqa: F401  (registers the recall tasks)
 from data.sequence import CopyTask, ReverseTask, SortTask  # noqa: F401  (registers them)
 from data.strings import DuplicateTask  # noqa: F401  (registers the string tasks)
 from data.svo import SVOTask  # noqa: F401  (registers svo)
+from data.text import TextTask  # noqa: F401  (registers text)
 from registry import build_options
 
 

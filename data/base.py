@@ -91,6 +91,8 @@ class Task:
     its ``__post_init__``; configs give them as ``data.options.TASK.KEY``), ``vocab`` (a list of
     readable token strings, ``<bos>``, ``<sep>`` and ``<eos>`` first; ``<pad>`` only in tasks whose
     answers vary in length) in ``__init__``, and implement :meth:`generate` and :meth:`solve`.
+    ``language_model`` marks a task of next-token prediction on text (:mod:`data.text`): no
+    prompts and no exact answers; its runs are scored by loss and perplexity (:mod:`lab.lm`).
     """
 
     name: ClassVar[str]
@@ -98,6 +100,7 @@ class Task:
     min_length: ClassVar[int] = 1
     train_lengths: ClassVar[tuple[int, int]] = (2, 10)
     supports_minimal_pairs: ClassVar[bool] = False
+    language_model: ClassVar[bool] = False
     vocab: list[str]
 
     def __init__(self, options: Any = None) -> None:

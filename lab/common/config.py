@@ -38,6 +38,7 @@ from lab.common.sections import (
     check_finite,
     check_lengths,
     check_range,
+    check_task_training,
     migrate_data_keys,
     sequence_tokens,
 )
@@ -124,6 +125,7 @@ class Config:
         longest = self.data.train_max_length
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
         check_lengths(self.data, self.eval)
+        check_task_training(self.data, self.train)
         self.model = self.model.with_training_context(trained)
         if self.train.batch_size * trained > MAX_BATCH_TOKENS:
             raise ConfigError(

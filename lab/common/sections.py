@@ -45,6 +45,10 @@ MAX_EVAL_LENGTHS = 256
 """Most lengths in ``eval.lengths``: the default grid has 10; each length is a full pass over
 ``eval.samples`` sequences plus the probes."""
 
+MAX_LM_TOKENS = 2**24
+"""Most held-out tokens a language-model evaluation scores per length (``eval.lm_tokens``):
+16.8M tokens is more than the default corpus holds out, and minutes of CPU time per length."""
+
 MAX_SEED = 2**32 - 1
 """Largest ``seed``: NumPy's legacy seeding and most tools take 32-bit seeds; larger ones make
 ``torch.manual_seed`` overflow (a traceback at the first step)."""
@@ -267,6 +271,12 @@ class EvalConfig:
             both, is bf16 autocast on CUDA and float32 elsewhere), or ``auto``, ``fp32`` or
             ``bf16`` (:func:`lab.common.runtime.compute_dtype`). The permutation probe and the
             minimal pairs always run in float32. ``eval.json`` records the device and dtype used.
+        lm_tokens: language-model tasks only (``text``): held-out tokens scored at every
+            evaluation length (the same first tokens of the held-out split for every length,
+            scheme and seed; see :mod:`lab.lm.perplexity`). 1..2**24.
+        stride: language-model tasks only: ``null`` scores non-overlapping windows; an integer
+            slides windows by ``stride`` tokens and scores only each window's last ``stride``
+            (Press et al. 2022, "Train Short, Test Long", sliding-window evaluation). >= 1.
     """
 
     lengths: list[int] | None = None
@@ -276,9 +286,14 @@ class EvalConfig:
     probe_samples: int = 256
     position_options: dict[str, Any] = field(default_factory=dict)
     precision: str | None = None
+    lm_tokens: int = 65536
+    stride: int | None = None
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
+        check_range("eval.lm_tokens", self.lm_tokens, 1, MAX_LM_TOKENS)
+        if self.stride is not None:
+            check_range("eval.stride", self.stride, 1, MAX_TOKENS)
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(
                 f"eval.precision={self.precision!r} is invalid; use one of "
@@ -341,3 +356,17 @@ def check_lengths(data: DataConfig, evaluation: EvalConfig) -> None:
                 f"{setting} is too long: {where} needs length {length} ({size} for task "
                 f"{data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
             )
+
+
+def check_task_training(data: DataConfig, train: TrainConfig) -> None:
+    """Check the training settings a task forbids: a language-model task (``text``) has no
+    exact-match to stop on, so ``train.target_accuracy`` must be null.
+
+    Raises:
+        ConfigError: one line naming the value and the task.
+    """
+    if task_class(data.task).language_model and train.target_accuracy is not None:
+        raise ConfigError(
+            f"train.target_accuracy={train.target_accuracy} is invalid for task {data.task!r}: "
+            "a language-model task has no exact-match to stop on; set it to null"
+        )

@@ -21,7 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from data import Task
+from data import Task, task_class
 from lab.common.checkpoint import (
     CHECKPOINT_NAME,
     checkpoint_digest,
@@ -51,6 +51,8 @@ from lab.evaluation.learned import LEARNED
 from lab.evaluation.order import PermutationProbe, minimal_pair_accuracy, permutation_probe
 from lab.evaluation.record import EVAL_NAME, SCHEMA, SCHEMA_VERSION, inconsistency, write_eval_json
 from lab.evaluation.tensorboard import write_tensorboard
+from lab.lm.perplexity import evaluate_lm, lm_plan
+from lab.lm.record import LM_SCHEMA, LM_SCHEMA_VERSION, lm_inconsistency
 from model import Transformer
 
 
@@ -120,8 +122,9 @@ def load_evaluation(
         result = json.loads(path.read_text())
         if older_version(result):
             return None  # written by an earlier version (no device and dtype): evaluate again
-        jsonschema.validate(result, SCHEMA)
-        problem = inconsistency(result)
+        lm = isinstance(result, dict) and result.get("kind") == "lm"  # lab.lm.record
+        jsonschema.validate(result, LM_SCHEMA if lm else SCHEMA)
+        problem = lm_inconsistency(result) if lm else inconsistency(result)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError, jsonschema.ValidationError) as error:
@@ -163,9 +166,12 @@ def evaluated_elsewhere(result: dict[str, Any], device: torch.device) -> str | N
 
 def older_version(result: Any) -> bool:
     """``result`` is an ``eval.json`` of an earlier :data:`lab.evaluation.record.SCHEMA_VERSION`
-    (an integer below it): not damaged, only out of date."""
+    (an integer below it; a language-model one: :data:`lab.lm.record.LM_SCHEMA_VERSION`): not
+    damaged, only out of date."""
     version = result.get("schema_version") if isinstance(result, dict) else None
-    return isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION
+    lm = isinstance(result, dict) and result.get("kind") == "lm"
+    current = LM_SCHEMA_VERSION if lm else SCHEMA_VERSION
+    return isinstance(version, int) and not isinstance(version, bool) and version < current
 
 
 def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
@@ -244,6 +250,9 @@ def evaluation_lengths(
             ``eval.py``'s overrides, before anything is evaluated).
     """
     check_lengths(config.data, eval_config)
+    if task.language_model:  # the multiples 1x, 2x, 4x ... (lab.lm.perplexity)
+        lengths = list(lm_plan(config, eval_config, task)[0].values())
+        return lengths, lengths
     low, high = config.data.train_min_length, config.data.train_max_length
     if eval_config.lengths is not None:
         grid = sorted(set(eval_config.lengths))
@@ -318,8 +327,12 @@ def evaluate_model(
 
     Returns:
         The content of ``eval.json`` (see :data:`lab.evaluation.record.SCHEMA`) with ``run_dir``
-        None; ``device`` and ``dtype`` say where and in which dtype the length grid ran.
+        None; ``device`` and ``dtype`` say where and in which dtype the length grid ran. A
+        language-model task's is :func:`lab.lm.perplexity.evaluate_lm`'s
+        (:data:`lab.lm.record.LM_SCHEMA`).
     """
+    if task_class(config.data.task).language_model:
+        return evaluate_lm(model, config, eval_config, progress)
     started = time.perf_counter()
     e = eval_config or config.eval
     d = config.data

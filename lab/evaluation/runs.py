@@ -15,6 +15,7 @@ from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
 from lab.common.config import Config, ConfigError, EvalConfig, check_evaluable
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
+from lab.evaluation.labels import run_label, scheme_label
 from lab.evaluation.record import EVAL_NAME
 
 RUN_ERRORS = (ConfigError, OSError, ValueError)
@@ -91,3 +92,22 @@ def evaluate_plans(
         except RUN_ERRORS as error:
             on_error(error, run)
     return results
+
+
+def lm_summary_line(result: dict[str, Any], out: Path | None = None) -> str:
+    """One line of a language-model ``eval.json`` (``kind: "lm"``): the run, its scheme, and
+    the held-out perplexity with its 95% bootstrap interval at each multiple of the training
+    length (``-`` where the scheme cannot encode the length), e.g.
+    ``rope-text-seed0: rope, perplexity 1x 4.66 [4.61, 4.72], 2x 5.10 [...], ...``."""
+    figures = []
+    for row in result["lengths"]:
+        if row["supported"]:
+            low, high = row["perplexity_low"], row["perplexity_high"]
+            figures.append(f"{row['label']} {row['perplexity']:.2f} [{low:.2f}, {high:.2f}]")
+        else:
+            figures.append(f"{row['label']} -")
+    tokens = result["lengths"][0]["tokens_scored"]
+    return (
+        f"{run_label(result, out)}: {scheme_label(result)} on {result['task']}, held-out "
+        f"perplexity over {tokens:,} tokens: {', '.join(figures)}"
+    )

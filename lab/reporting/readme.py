@@ -149,14 +149,19 @@ def cell(text: str) -> str:
 def task_row(name: str) -> list[str]:
     """The task table's row for the registered task ``name``: its name, family (module), default
     training lengths, one sequence at its default options (length 4 or the nearest default, seed
-    0) and the first paragraph of its class docstring."""
+    0; a language-model task: what its window holds, since its text depends on the machine's
+    corpus) and the first paragraph of its class docstring."""
     cls = task_class(name)
     low, high = cls.train_lengths
-    task = build_task(name)
-    batch = task.sample(np.random.default_rng(0), min(max(4, low), high), 1)
+    if cls.language_model:
+        example = f"<{high} + 1 bytes of the corpus>"
+    else:
+        task = build_task(name)
+        batch = task.sample(np.random.default_rng(0), min(max(4, low), high), 1)
+        example = task.decode(batch.tokens[0])
     doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
     family = cls.__module__.rsplit(".", 1)[-1]
-    return [f"`{name}`", family, f"{low}..{high}", f"`{task.decode(batch.tokens[0])}`", cell(doc)]
+    return [f"`{name}`", family, f"{low}..{high}", f"`{example}`", cell(doc)]
 
 
 def task_table() -> str:

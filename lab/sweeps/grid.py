@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from data import available_tasks
+from data import available_tasks, task_class
 from lab.common.config import ConfigError, declared_type
 from model.position import available_schemes
 
@@ -23,9 +23,17 @@ ALIASES = {"position": "model.position", "task": "data.task"}
 ALL = "all"
 """The grid value that stands for every registered name of a key of :data:`EVERY`."""
 
-EVERY = {"data.task": available_tasks, "model.position": available_schemes}
-"""Grid keys whose value :data:`ALL` expands, each to its registry's names (tasks sorted,
-schemes in registration order), so a sweep of every task or scheme never lists them by hand."""
+
+def exact_match_tasks() -> tuple[str, ...]:
+    """The registered tasks scored by exact-match, sorted: every task but the language-model
+    ones (``text``: perplexity, no early stopping; ``configs/lm.yaml`` sweeps it)."""
+    return tuple(name for name in available_tasks() if not task_class(name).language_model)
+
+
+EVERY = {"data.task": exact_match_tasks, "model.position": available_schemes}
+"""Grid keys whose value :data:`ALL` expands, each to its registry's names (tasks sorted, the
+exact-match ones only; schemes in registration order), so a sweep of every task or scheme
+never lists them by hand."""
 
 KINDS = {"data.task": "task", "model.position": "scheme"}
 """What the names of a key of :data:`EVERY` are, in error messages."""

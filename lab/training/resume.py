@@ -50,7 +50,8 @@ def resume_history(config: Config, state: dict[str, Any]) -> list[dict[str, Any]
 
     Raises:
         ConfigError: ``config`` differs from the saved one outside
-            :data:`lab.common.config.RESUME_KEYS`, or asks for fewer steps than were taken.
+            :data:`lab.common.config.RESUME_KEYS`, asks for fewer steps than were taken, or (a
+            language-model run) its corpus changed (:func:`check_corpus`).
         ValueError: a checkpoint without training state (optimizer, schedule, step, generators).
     """
     run_dir = Path(config.run_dir)
@@ -64,6 +65,7 @@ def resume_history(config: Config, state: dict[str, Any]) -> list[dict[str, Any]
             f"cannot resume {str(run_dir)!r} with other settings ({'; '.join(refused[:3])}"
             f"{more}); only {', '.join(RESUME_KEYS)} may change on resume"
         )
+    check_corpus(config, state)
     missing = [k for k in ("optimizer", "scheduler", "step", "rng") if k not in state]
     if missing:
         raise ValueError(
@@ -80,6 +82,27 @@ def resume_history(config: Config, state: dict[str, Any]) -> list[dict[str, Any]
         change = {k: list(values) for k, values in changed.items()}
         history.append({"step": state["step"], "changed": change})
     return history
+
+
+def check_corpus(config: Config, state: dict[str, Any]) -> None:
+    """Refuse to continue a language-model run on another corpus than the one it was trained on
+    (the checkpoint's ``corpus.sha256``, :meth:`data.text.Corpus.record`): another Python's
+    standard library, or a user file that changed.
+
+    Raises:
+        ConfigError: one line naming both digests.
+    """
+    task = config.data.build_task()
+    saved = (state.get("corpus") or {}).get("sha256")
+    if not task.language_model or saved is None:
+        return
+    corpus = task.corpus
+    if corpus.sha256 != saved:
+        raise ConfigError(
+            f"cannot resume {config.run_dir!r}: it was trained on a corpus of sha256 {saved}, "
+            f"and {corpus.source!r} now has sha256 {corpus.sha256} (another Python version or "
+            "a changed file); train a new run"
+        )
 
 
 def restore(run: Run, state: dict[str, Any]) -> None:

@@ -117,6 +117,8 @@ class Run:
             self.group.barrier()  # rank 0 is writing
             return
         r = self.result
+        task = self.config.data.build_task()  # a language model's corpus: resume checks it
+        corpus = {"corpus": task.corpus.record()} if task.language_model else {}
         save_checkpoint(
             {
                 "model": self.model.state_dict(),
@@ -132,6 +134,7 @@ class Run:
                 "reached_target": r.reached_target,
                 "eval_pending": self.eval_pending,
                 "history": self.history,
+                **corpus,
             },
             checkpoint_path(self.config.run_dir),
         )

@@ -10,6 +10,7 @@ per run of that task: the schemes side by side, and no other task squeezed into 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from lab.common.runtime import autocast
 from lab.common.tb_tags import LENGTH_CHART, LENGTH_COMPARE
 from lab.evaluation.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
 from lab.evaluation.metrics import score_answers
+from lab.lm.windows import validation_windows
 from model import Transformer
 
 AXES = {"scheme": "model.position", "task": "data.task", "seed": "seed", "lr": "train.lr"}
@@ -141,7 +143,10 @@ def periodic_eval(
         scheme cannot encode them. None when ``should_stop()`` turned true between batches:
         a stop signal never waits for a whole evaluation, and nothing of the unfinished one
         is logged.
+    A language-model task is scored by :func:`periodic_lm_eval` instead.
     """
+    if task.language_model:
+        return periodic_lm_eval(model, task, config, writer, step, should_stop)
     scores = {}
     try:
         for name, lengths in periodic_lengths(config).items():
@@ -176,6 +181,50 @@ def periodic_eval(
     return summary
 
 
+LM_MULTIPLES = {"1x": 1, "2x": 2, "4x": 4}
+"""Multiples of the training length a language-model run's periodic check scores."""
+
+
+def periodic_lm_eval(
+    model: Transformer,
+    task: Task,
+    config: Config,
+    writer: SummaryWriter,
+    step: int,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, float] | None:
+    """A language-model run's periodic check: validation loss and perplexity on held-out
+    windows (:func:`lab.lm.windows.validation_windows`, not the evaluation's tokens) at 1x, 2x
+    and 4x the training length, logged as ``eval/loss_*`` and ``eval/perplexity_*`` (1x also as
+    ``eval/loss_in_dist``, and mirrored under ``compare/TASK/``). It stops nothing: a
+    language-model run has no target (:func:`lab.common.sections.check_task_training`).
+
+    Returns:
+        ``{"perplexity_1x", "perplexity_2x", "perplexity_4x"}`` (lengths the scheme cannot
+        encode left out); None when ``should_stop()`` turned true between lengths (nothing of
+        the unfinished check is logged).
+    """
+    losses = {}
+    for label, multiple in LM_MULTIPLES.items():
+        length = multiple * config.data.train_max_length
+        if unsupported_reason(model, length) is not None:
+            continue
+        if should_stop is not None and should_stop():
+            return None
+        losses[label] = validation_loss(
+            model, validation(task, config, length), config.eval.batch_tokens
+        )
+    summary = {}
+    for label, loss in losses.items():
+        summary[f"perplexity_{label}"] = math.exp(loss)
+        for name, value in (("loss", loss), ("perplexity", math.exp(loss))):
+            writer.add_scalar(f"eval/{name}_{label}", value, step)
+            writer.add_scalar(f"compare/{task.name}/validation_{name}_{label}", value, step)
+    writer.add_scalar("eval/loss_in_dist", losses["1x"], step)
+    writer.add_scalar(f"compare/{task.name}/validation_loss", losses["1x"], step)
+    return summary
+
+
 @torch.inference_mode()
 def validation_loss(model: Transformer, batch: Batch, batch_tokens: int) -> float:
     """Mean cross-entropy (nats per answer token, ``<eos>`` included, pads excluded) of
@@ -205,8 +254,15 @@ _VALIDATION: dict[tuple, Batch] = {}
 
 
 def validation(task: Task, config: Config, length: int) -> Batch:
-    """The run's validation set at ``length``, drawn once per process and then reused."""
+    """The run's validation set at ``length``, drawn once per process and then reused (a
+    language-model task's: ``train.eval_samples`` held-out windows,
+    :func:`lab.lm.windows.validation_windows`)."""
     key = (task.name, tuple(task.vocab), config.seed, length, config.train.eval_samples)
+    if task.language_model:
+        key += (task.corpus.sha256, config.eval.lm_tokens)
+        if key not in _VALIDATION:
+            _VALIDATION[key] = validation_windows(task.corpus, *key[2:5], config.eval.lm_tokens)
+        return _VALIDATION[key]
     key += (config.eval.samples,)
     if key not in _VALIDATION:
         _VALIDATION[key] = validation_set(task, config.seed, length, *key[-2:])
@@ -217,7 +273,11 @@ def validation(task: Task, config: Config, length: int) -> Batch:
 def write_samples(
     model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
 ) -> None:
-    """Log a few decoded predictions, in distribution, at 2x and at 4x, as TensorBoard text."""
+    """Log a few decoded predictions, in distribution, at 2x and at 4x, as TensorBoard text (a
+    language-model task: :func:`write_lm_samples`)."""
+    if task.language_model:
+        write_lm_samples(model, task, config, writer, step, n)
+        return
     device = next(model.parameters()).device
     model.eval()
     lines = []
@@ -238,6 +298,34 @@ def write_samples(
         lines
     )
     writer.add_text("samples", table, step)
+
+
+@torch.inference_mode()
+def write_lm_samples(
+    model: Transformer, task: Task, config: Config, writer: SummaryWriter, step: int, n: int = 3
+) -> None:
+    """Log the first ``n`` validation windows at the training length with the model's
+    teacher-forced next-byte predictions (argmax) and their accuracy, as TensorBoard text: the
+    same windows at every check, so the text shows what the model learns."""
+    device = next(model.parameters()).device
+    model.eval()
+    batch = validation(task, config, config.data.train_max_length)
+    tokens = batch.tokens[:n].to(device)  # (n, L + 1)
+    predicted = model(tokens[:, :-1], prefix_len=1).argmax(dim=-1)  # (n, L)
+    lines = []
+    for row, guess in zip(tokens.tolist(), predicted.tolist(), strict=True):
+        right = sum(g == t for g, t in zip(guess, row[1:], strict=True)) / len(guess)
+        text, guessed = (quoted(task.decode(ids)) for ids in (row[1:], guess))
+        lines.append(f"| `{text}` | `{guessed}` | {right:.0%} |")
+    header = "| held-out text | predicted, byte by byte | right |\n|---|---|---|\n"
+    writer.add_text("samples", header + "\n".join(lines), step)
+
+
+def quoted(text: str) -> str:
+    """``text`` on one Markdown table line: escapes for newlines and the like, no bare ``|``
+    or backtick."""
+    escaped = text.encode("unicode_escape").decode("ascii")
+    return escaped.replace("`", "'").replace("|", "\\|")
 
 
 def write_hparams(
@@ -268,7 +356,12 @@ def write_hparams(
             ``TrainResult.reached_target``). Logged as ``hparam/validation_reached_target``
             (1 or 0) when a target is set.
     """
-    metrics = {f"hparam/validation_exact_match_{name}": value for name, value in evals.items()}
+    metrics = {
+        f"hparam/validation_{name}"  # a language-model run's perplexities (periodic_lm_eval)
+        if name.startswith("perplexity")
+        else f"hparam/validation_exact_match_{name}": value
+        for name, value in evals.items()
+    }
     if final_loss is not None:
         metrics["hparam/final_loss"] = final_loss
     target = config.train.target_accuracy
