@@ -1,0 +1,1 @@
+"""Language modelling on text: perplexity by evaluation length and position, and reports."""
