@@ -346,3 +346,46 @@ def test_a_synthetic_sweep_writes_what_it_wrote_before(tmp_path: Path) -> None:
         "plot",
     ]
     assert not (tmp_path / "out" / "lm_report.md").exists()
+
+
+def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """``python sweep.py --publish --lm RUNS`` copies the LM report's files into docs/results/lm/
+    and writes docs/results/lm.md from them: command, runs, seeds, time and machine once, the
+    perplexity table and the findings; then the committed pages are current."""
+    from lab.reporting import readme
+    from lab.reporting.pages import lm_page
+
+    results_dir = tmp_path / "docs" / "results"
+    shutil.copytree(RESULTS, results_dir)
+    shutil.copyfile(readme.README, tmp_path / "README.md")
+    monkeypatch.setattr(readme, "RESULTS", results_dir)
+    monkeypatch.setattr(readme, "README", tmp_path / "README.md")
+    assert readme.main([]) == 0  # the sandbox current first
+    runs = tmp_path / "runs" / "lm"
+    results = sweep(TEXTBOOK)
+    write_lm_reports(results, runs)
+    machine = {"seconds": 90.0, "workers": 1, "runs": {"trained": 6}, "machine": "a test CPU"}
+    (runs / "sweep.json").write_text(json.dumps(machine))
+    capsys.readouterr()
+    assert readme.main(["--lm", str(runs)]) == 0
+    assert "rewrote 1 of" in capsys.readouterr().out  # the LM page only
+    page = (results_dir / "lm.md").read_text()
+    assert page == lm_page(results_dir / "lm", readme.PUBLISH)
+    provenance = "`python sweep.py --config configs/lm.yaml`: 6 runs, seed(s) 0, 1, in **1.5 min**"
+    assert page.count(provenance) == 1 and "with 1 worker(s) on a test CPU." in page
+    assert perplexity_table(results, "text") in page
+    assert "- Press et al. 2022 (ALiBi's perplexity stays near its 1x value" in page
+    assert "![perplexity against evaluation length](lm/perplexity_vs_length.png)" in page
+    copied = sorted(p.name for p in (results_dir / "lm").iterdir())
+    assert copied == sorted(
+        ["results.json", "results.csv", "report.md", "sweep.json"]
+        + ["perplexity_vs_length.png", "loss_vs_position.png"]
+    )
+    assert readme.main(["--check"]) == 0
+    (runs / "lm_results.json").write_text("[]")  # a bad file: one line, nothing written
+    assert readme.main(["--lm", str(runs)]) == 2
+    assert (
+        "lm_results.json is not a sweep's lm_results.json (an empty list" in capsys.readouterr().err
+    )
