@@ -15,6 +15,7 @@ from lab.lm import findings
 from lab.lm.aggregate import cell, paired, ratio, window_p_value
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
 from lab.lm.report import LM_CSV_COLUMNS, lm_markdown, perplexity_table, write_lm_reports
+from lab.lm.report import LM_REPORT_NAMES as REPORT_NAMES_LM
 from lab.reporting.pages import RESULTS
 from lab.reporting.report import REPORT_NAMES, write_reports
 
@@ -389,3 +390,19 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     assert (
         "lm_results.json is not a sweep's lm_results.json (an empty list" in capsys.readouterr().err
     )
+
+
+def test_a_sweep_of_lm_runs_prints_their_table_and_writes_no_synthetic_file(
+    tmp_path: Path, capsys
+) -> None:
+    from lab.sweeps.summary import report
+
+    records = [
+        {"status": "evaluated", "name": f"run{i}", "result": r}
+        for i, r in enumerate(sweep(TEXTBOOK))
+    ]
+    assert report(records, tmp_path, 60.0) == 0
+    out = capsys.readouterr().out
+    assert "| alibi-text-seed1 " in out and "| 16x " in out
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {*REPORT_NAMES_LM, "sweep.json"}

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from lab.common.files import atomic_writer
 from lab.lm.aggregate import cell, length_labels, length_row
@@ -50,7 +51,7 @@ def log_binned(loss: list[float], bins: int = POSITION_BINS) -> tuple[np.ndarray
 def _panels(results: list[Result]) -> tuple[Figure, list[tuple[Any, str]]]:
     """A figure with one panel per task of ``results``, side by side."""
     names = tasks(results)
-    figure = Figure(figsize=(6.4 * len(names), 4.6), layout="constrained")
+    figure = Figure(figsize=(8 * len(names), 4.6), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, len(names), squeeze=False)[0]
     return figure, list(zip(axes, names, strict=True))
@@ -85,10 +86,15 @@ def perplexity_figure(results: list[Result]) -> Figure:
             seeds = f" (mean of {len(group)})" if len(group) > 1 else ""
             ax.plot(xs, means, marker="o", color=f"C{i}", label=f"{label}{seeds}")
             ax.fill_between(xs, lows, highs, color=f"C{i}", alpha=0.2, linewidth=0)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        _plain_log_axes(ax, y=True)
         ax.set(title=task, xlabel="evaluation length (tokens)", ylabel="perplexity")
-        ax.legend(fontsize="small", title="shaded: 95% interval", title_fontsize="small")
+        ax.legend(
+            fontsize="small",
+            title="shaded: 95% interval",
+            title_fontsize="small",
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1),
+        )
     return figure
 
 
@@ -109,10 +115,21 @@ def position_figure(results: list[Result]) -> Figure:
             positions, binned = log_binned(mean.tolist())
             seeds = f" (mean of {len(curves)})" if len(curves) > 1 else ""
             ax.plot(positions + 1, binned, color=f"C{i}", label=f"{label}{seeds}")
-        ax.set_xscale("log", base=2)
+        _plain_log_axes(ax, y=False)
         ax.set(title=task, xlabel="token position (1 = first)", ylabel="mean loss (nats/token)")
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return figure
+
+
+def _plain_log_axes(ax: Any, y: bool) -> None:
+    """Log x (base 2) and, when ``y``, log y, with ticks written as plain numbers (64, not 2^6)."""
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plain)
+    if y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
 
 
 def save(figure: Figure, path: str | Path) -> Path:
