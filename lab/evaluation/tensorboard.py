@@ -10,6 +10,7 @@ from lab.common.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import run_label, scheme_label
 from lab.evaluation.record import pair_values
+from lab.lm.tensorboard import write_lm_tensorboard
 
 EVAL_EVENTS = ".extrapolation"
 """Suffix of the TensorBoard event file that ``eval.py`` writes into a run folder."""
@@ -24,7 +25,13 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
       be 0, since the step is a length);
     - the same curve as a figure, ``figures/accuracy_vs_length`` (Images tab; no smoothing);
     - the test-set ``headline/*`` metrics of the HParams tab (:func:`headline_scalars`).
+
+    A language-model evaluation (``kind == "lm"``) writes its own curves instead
+    (:func:`lab.lm.tensorboard.write_lm_tensorboard`).
     """
+    if result.get("kind") == "lm":
+        write_lm_tensorboard(result, run_dir)
+        return
     from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
 
     for old in Path(run_dir).glob(f"events.out.tfevents.*{EVAL_EVENTS}"):

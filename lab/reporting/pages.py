@@ -1,6 +1,6 @@
 """The generated result pages of sweeps: ``docs/results/NAME.md``, each made from the committed
 files in ``docs/results/NAME/`` beside it (the ablation, the version-2 schemes, the task suite,
-RoPE context extension).
+RoPE context extension, language modelling).
 
 A page states once the command, machine, seeds and wall time that produced it, read from the
 committed ``sweep.json`` and the runs' ``machine`` fields; what a family's files do not record
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
+from lab.lm.findings import lm_findings
+from lab.lm.report import EXPLAINED, corpus_lines, perplexity_table, ratio_table
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -98,6 +100,19 @@ FAMILIES = {
             "sharing its cores (noted when it ran; no sweep.json was kept)"
         ),
     ),
+    "lm": Family(
+        "lm",
+        "Language modelling: perplexity against evaluation length",
+        "python sweep.py --config configs/lm.yaml",
+        {
+            "lm_results.json": "results.json",
+            "lm_results.csv": "results.csv",
+            "lm_report.md": "report.md",
+            "sweep.json": "sweep.json",
+            "perplexity_vs_length.png": "perplexity_vs_length.png",
+            "loss_vs_position.png": "loss_vs_position.png",
+        },
+    ),
 }
 
 
@@ -166,7 +181,7 @@ def file_problem(path: Path, kind: str) -> str | None:
         parsed = json.loads(text)
     except ValueError as error:
         return f"not JSON: {error}"
-    return results_problem(parsed) if kind == "results.json" else sweep_problem(parsed)
+    return results_problem(parsed) if kind.endswith("results.json") else sweep_problem(parsed)
 
 
 def header(family: Family, publish: str) -> list[str]:
@@ -298,9 +313,41 @@ def rope_scaling_page(folder: Path, publish: str) -> str:
     return "\n".join([*lines, files_line("rope-scaling", ["report.md"]), ""])
 
 
+def lm_page(folder: Path, publish: str) -> str:
+    """``docs/results/lm.md``: provenance, corpus, per task the perplexity and ratio tables and
+    the findings (:mod:`lab.lm.report`), both figures and the committed files; until a sweep is
+    published there, the two commands that make one."""
+    family = FAMILIES["lm"]
+    if not (folder / "results.json").is_file():
+        return "\n".join(
+            [
+                *header(family, publish),
+                "No language-model sweep is published yet. Make one with "
+                f"`{family.command}`, then publish it with `{publish} --lm RUNS`.",
+                "",
+            ]
+        )
+    results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
+    steps = sorted({r["train_steps"] for r in results if r["train_steps"] is not None})
+    lines = [*header(family, publish), provenance(results, sweep, family)]
+    lines += [f"Training steps per run: {', '.join(map(str, steps))}.", "", *corpus_lines(results)]
+    lines += ["", EXPLAINED, ""]
+    for task in sorted({r["task"] for r in results}):
+        runs = [r for r in results if r["task"] == task]
+        lines += [f"## {task}: perplexity by evaluation length", "", perplexity_table(runs, task)]
+        lines += ["", "Perplexity over its value at 1x:", "", ratio_table(runs, task), ""]
+        lines += [f"## {task}: findings against the literature", "", *lm_findings(runs), ""]
+    lines += ["![perplexity against evaluation length](lm/perplexity_vs_length.png)", ""]
+    lines += ["![mean loss against token position](lm/loss_vs_position.png)", ""]
+    lines += ["The paired tests between schemes are in [report.md](lm/report.md).", ""]
+    names = ["report.md", "results.csv", "results.json", "sweep.json"]
+    return "\n".join([*lines, files_line("lm", names), ""])
+
+
 PAGES = {
     "ablation": ablation_page,
     "v2": v2_page,
     "suite": suite_page,
     "rope-scaling": rope_scaling_page,
+    "lm": lm_page,
 }

@@ -1,5 +1,6 @@
 """A sweep's cross-run report folder: ``results.csv`` (one row per run x length), ``results.json``
-(the list of ``eval.json`` dicts), ``report.md`` and its three figures."""
+(the list of ``eval.json`` dicts), ``report.md`` and its three figures; language-model runs get
+their own files beside them (:mod:`lab.lm.report`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import ordered
+from lab.lm.report import LM_REPORT_NAMES, write_lm_reports
 from lab.reporting import sweep_figures
 from lab.reporting.overview import markdown_report
 from lab.reporting.tables import CSV_COLUMNS, csv_rows
@@ -27,7 +29,9 @@ REPORT_NAMES = (
 
 
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
-    """Write ``results.csv``, ``results.json``, ``report.md`` and ``accuracy_vs_length.png``.
+    """Write the synthetic runs' ``results.csv``, ``results.json``, ``report.md`` and figures,
+    and hand the language-model runs (``kind == "lm"``) to
+    :func:`lab.lm.report.write_lm_reports`; a kind with no runs writes no files.
 
     Args:
         results: ``eval.json`` dicts (from :func:`lab.evaluation.evaluate.evaluate_run`), at least
@@ -36,14 +40,23 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
 
     Returns:
         ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path
-        written.
+        written (synthetic runs), and the keys of :func:`lab.lm.report.write_lm_reports` (LM
+        runs).
 
     Raises:
-        IsADirectoryError: a folder stands where one of :data:`REPORT_NAMES` goes (checked
-            before any is written).
+        IsADirectoryError: a folder stands where one of :data:`REPORT_NAMES` or
+            :data:`lab.lm.report.LM_REPORT_NAMES` goes (checked before any is written).
     """
+    check_not_folders(Path(out_dir), REPORT_NAMES + LM_REPORT_NAMES)
+    synthetic = [r for r in results if r.get("kind") != "lm"]
+    lm = [r for r in results if r.get("kind") == "lm"]
+    paths = write_synthetic_reports(synthetic, out_dir) if synthetic else {}
+    return paths | (write_lm_reports(lm, out_dir) if lm else {})
+
+
+def write_synthetic_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+    """Write :data:`REPORT_NAMES` for synthetic ``eval.json`` dicts (:func:`write_reports`)."""
     out = Path(out_dir)
-    check_not_folders(out, REPORT_NAMES)
     out.mkdir(parents=True, exist_ok=True)
     results = ordered(results)
     paths = {

@@ -20,13 +20,18 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
         a report file could not be written: such runs are named, never left out silently.
     """
+    from lab.lm.report import lm_summary_table
     from lab.reporting.tables import summary_table
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
     paths, unwritten = _write(records, results, out_dir, seconds, workers)
+    synthetic = [r for r in results if r.get("kind") != "lm"]
+    lm = [r for r in results if r.get("kind") == "lm"]
     print()
-    if results:
-        print(summary_table(results, out_dir))
+    if synthetic:
+        print(summary_table(synthetic, out_dir))
+    if lm:
+        print(lm_summary_table(lm, out_dir))
     failed = _print_counts(records, seconds)
     for name, path in paths.items():
         print(f"{name}: {path}")
@@ -43,7 +48,8 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
 def _write(
     records: list[dict], results: list[dict], out_dir: Path, seconds: float, workers: int
 ) -> tuple[dict[str, Path], str | None]:
-    """Write the report files, ``sweep.json`` and the TensorBoard mean runs of ``results``.
+    """Write the report files, ``sweep.json`` and the TensorBoard mean runs of ``results`` (of
+    the synthetic runs: a language-model run's curves are in its own folder).
 
     Returns:
         ``(paths, unwritten)``: what was written, by name, and the one-line error of what could
@@ -57,10 +63,12 @@ def _write(
         paths = write_reports(results, out_dir) if results else {}
     except (OSError, ValueError) as error:
         unwritten = f"error: the report was not written: {error}"
+    synthetic = [r for r in results if r.get("kind") != "lm"]
     if results and not unwritten:
         paths["timing"] = write_timing(records, out_dir, seconds, workers)
+    if synthetic and not unwritten:
         try:
-            paths["tensorboard_means"] = write_sweep_tensorboard(results, out_dir)
+            paths["tensorboard_means"] = write_sweep_tensorboard(synthetic, out_dir)
         except (OSError, ValueError) as error:
             unwritten = f"error: the TensorBoard mean runs were not written: {error}"
     return paths, unwritten
