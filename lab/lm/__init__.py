@@ -1,0 +1,1 @@
+"""Language modelling on text: perplexity by length, passkey retrieval, extend then fine-tune."""
