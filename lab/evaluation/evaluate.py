@@ -506,7 +506,8 @@ def checked_destination(
 
 def add_training_record(result: dict[str, Any], config: Config, state: dict[str, Any]) -> None:
     """Fill ``result``'s training fields from the checkpoint ``state`` (``train_steps``,
-    ``reached_target``, and ``parent`` for a fine-tuned run) and note an unfinished run, or one that ended below its target."""
+    ``reached_target``, and ``parent`` for a fine-tuned run) and note an unfinished run, or
+    one that ended below its target."""
     if not state.get("finished", True):
         result["summary"]["notes"].append(
             f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"

@@ -120,6 +120,9 @@ def check_architecture(parent: Config, child: Config) -> None:
             change.
     """
     changed = changed_keys(parent, child)
+    vocab = child.data.build_task().vocab_size  # a saved config keeps the parent's vocab_size
+    if vocab != parent.model.vocab_size:
+        changed["model.vocab_size"] = (parent.model.vocab_size, vocab)
     for key in ARCHITECTURE:
         if key in changed:
             before, after = changed[key]
