@@ -48,6 +48,12 @@ PROGRAMS: Programs = {
         "[RUNS_DIR] [--suite DIR ...] [--check]: copy finished sweeps' results into docs/ and "
         "rewrite the result pages and the README's generated parts (--publish --help)",
     ),
+    "--extend-study": (
+        "lab.lm.extend_study",
+        "[STUDY.yaml] [--workers N] [key=value ...]: parents, zero-shot extension rules, "
+        "fine-tuned children and a run from scratch at the longer length, compared with paired "
+        "tests (configs/lm_extend.yaml; --extend-study --help)",
+    ),
     "--compare": (
         "lab.reporting.reproducibility",
         "A.json B.json [--labels A B] [--out PAGE.md]: compare two machines' results.json of "

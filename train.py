@@ -8,6 +8,10 @@ next step and exits with 130 (SIGINT) or 143 (SIGTERM).
 
 ``torchrun --nproc_per_node N train.py ...`` trains the same model data-parallel on N
 processes (see README, "Scaling out"); rank 0 writes and prints.
+
+``python train.py --extend PARENT_RUN_DIR [key=value ...]`` fine-tunes a finished run into a
+new run folder, from its weights, with changed position options and lengths
+(:mod:`lab.training.extend`).
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too
@@ -20,6 +24,7 @@ import shlex
 import signal
 import sys
 
+from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import (
     Config,
     ConfigError,
@@ -44,12 +49,27 @@ STOPPED = (
 """What a stop signal outside the guarded sections leaves, said after its one line (see
 :func:`lab.common.signals.run_main`)."""
 
+PROGRAMS: Programs = {
+    "--extend": (
+        "lab.training.extend",
+        "PARENT_RUN_DIR [key=value ...]: fine-tune a finished run into a new run folder, from "
+        "its weights, with changed position options and lengths (--extend --help)",
+    ),
+}
+"""Flags that run another program: given first, the rest of the command line goes to that
+module's ``main(argv)`` and its exit code is this program's."""
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    argv = sys.argv[1:] if argv is None else list(argv)
+    handed = hand_off("train.py", argv, PROGRAMS)
+    if handed is not None:
+        return handed
+    parser = argparse.ArgumentParser(  # no abbreviations: --ext must not train the default run
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="keys: " + ", ".join(flat_keys()),
+        allow_abbrev=False,
     )
     parser.add_argument("--config", help="YAML config file (see configs/)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
@@ -62,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "overrides", nargs="*", metavar="key=value", help="e.g. model.position=alibi"
     )
+    list_programs(parser, PROGRAMS)
     args = parser.parse_intermixed_args(argv)
     try:
         return run(args)

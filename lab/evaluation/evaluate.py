@@ -519,13 +519,17 @@ def checked_destination(
 
 def add_training_record(result: dict[str, Any], config: Config, state: dict[str, Any]) -> None:
     """Fill ``result``'s training fields from the checkpoint ``state`` (``train_steps``,
-    ``reached_target``) and note an unfinished run, or one that ended below its target."""
+    ``reached_target``, and ``parent`` for a fine-tuned run) and note an unfinished run, or
+    one that ended below its target."""
     if not state.get("finished", True):
         result["summary"]["notes"].append(
             f"training unfinished: checkpoint at step {state.get('step')} of {config.train.steps}"
         )
     result["train_steps"] = state.get("step")
     result["reached_target"] = training_reached_target(config, state)
+    parents = [h["parent"] for h in state.get("history", []) if "parent" in h]
+    if parents:  # a run fine-tuned from another (lab.training.extend.parent_of)
+        result["parent"] = parents[0]
     if result["reached_target"] is False and state.get("finished", True):
         result["summary"]["notes"].append(
             f"not learned: training ended at step {state.get('step')} of {config.train.steps} "

@@ -116,6 +116,27 @@ _CHECKPOINT = {
 its bytes (null for a model evaluated outside a run); a report checks it against the folder."""
 
 
+PARENT = {
+    "type": "object",
+    "required": ["run", "step", "sha256"],
+    "additionalProperties": False,
+    "properties": {
+        "run": {"type": "string"},
+        "run_dir": {"type": "string"},
+        "step": {"type": "integer", "minimum": 0},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "changed": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "minItems": 2, "maxItems": 2},
+        },
+    },
+    "description": "the run this one was fine-tuned from (python train.py --extend): its "
+    "folder's name and path, its checkpoint's step and SHA-256, and every setting the child "
+    "changed, key -> [parent value, child value] (lab.training.extend)",
+}
+"""Schema of the optional ``parent`` of an ``eval.json`` (also for the LM record's schema)."""
+
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "eval.json: length extrapolation and order sensitivity of one run",
@@ -154,6 +175,7 @@ SCHEMA: dict[str, Any] = {
         "order": _ORDER,
         "train_steps": {"type": ["integer", "null"], "minimum": 0},
         "reached_target": {"type": ["boolean", "null"]},
+        "parent": PARENT,
         "eval_seconds": {"type": "number", "minimum": 0},
         "checkpoint": _CHECKPOINT,
         "machine": {
@@ -179,7 +201,8 @@ SCHEMA: dict[str, Any] = {
 :func:`lab.evaluation.evaluate.evaluate_run`
 returns. ``reached_target`` (optional, so files written before it still load): the training
 met ``train.target_accuracy`` at every training length (the checkpoint's record); null for a
-run without a target or an older checkpoint. Whether a run counts as learned is decided from
+run without a target or an older checkpoint. ``parent`` (optional, only in a fine-tuned run's
+file): :data:`PARENT`. Whether a run counts as learned is decided from
 it and ``summary.in_dist`` by :func:`lab.evaluation.learned.not_learned_reason`."""
 
 

@@ -1,0 +1,247 @@
+"""The extend-then-fine-tune study in one command:
+``python sweep.py --extend-study [STUDY.yaml] [--workers N] [--overwrite] [key=value ...]``.
+
+A study file (``configs/lm_extend.yaml``) names::
+
+    out_dir: runs/lm_extend
+    base: {...}            # run-config values of every run (the parents': task, model, L)
+    seeds: [0]
+    factor: 4              # the longer length: factor x the parents' training lengths
+    zero_shot: {LABEL: {OPTION: VALUE}}   # eval.position_options of each parent, per rule
+    fine_tune:
+      settings: {...}      # run-config values of every child (steps, learning rate)
+      rules: {LABEL: {OPTION: VALUE}}     # the child's position options, per rule
+    scratch: {...}         # run-config values of the run trained from scratch (null: none)
+
+It runs, in two stages of the sweep machinery (:func:`lab.sweeps.local.run_all`: parallel
+workers, finished runs skipped, stopped ones resumed): first the parents (``parent-seedS``,
+evaluated as trained and under each zero-shot rule, in ``evaluations/LABEL/``) and the runs
+trained from scratch at the longer length (``scratch-seedS``); then the children
+(``finetune-LABEL-seedS``), each seeded from its finished parent
+(:func:`lab.training.extend.seed_child`) and trained by the ordinary loop. Children and runs
+from scratch are evaluated up to the same longest length as the parents. The comparison is
+:mod:`lab.lm.extend_report`.
+
+Why a program of its own and not a sweep grid: a child needs its parent's finished checkpoint,
+an order the sweep's grid (every point independent) does not have; two stages of the same
+machinery give the order without touching it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
+from lab.common.config import ConfigError, config_from_dict, load_config, load_yaml
+from lab.common.files import atomic_write
+from lab.common.runlock import run_lock
+from lab.lm.extend_report import write_extend_report
+from lab.sweeps.local import run_all
+from lab.sweeps.summary import write_timing
+from lab.sweeps.sweep import RunSpec, Sweep, prepare_out_dir
+from lab.training.extend import check_architecture, seed_child
+
+STUDY_KEYS = ("out_dir", "base", "seeds", "factor", "zero_shot", "fine_tune", "scratch")
+DEFAULT = Path(__file__).resolve().parents[2] / "configs" / "lm_extend.yaml"
+
+
+@dataclass
+class Study:
+    """A planned study: its run specs by stage, and each child's parent spec name."""
+
+    out_dir: str
+    parents: list[RunSpec] = field(default_factory=list)
+    scratch: list[RunSpec] = field(default_factory=list)
+    children: list[RunSpec] = field(default_factory=list)
+    parent_of: dict[str, str] = field(default_factory=dict)
+
+
+def dotted(section: Any, prefix: str = "") -> list[str]:
+    """Nested mapping -> ``["a.b=value", ...]`` (lists as ``[x,y]``, None as ``null``)."""
+    items = []
+    for key, value in (section or {}).items():
+        if isinstance(value, dict):
+            items += dotted(value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            items.append(f"{prefix}{key}=[{','.join(map(str, value))}]")
+        else:
+            items.append(f"{prefix}{key}={'null' if value is None else value}")
+    return items
+
+
+def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
+    """The study file as a dict, with ``out_dir=``, ``seeds=0,1`` and other ``key=value``
+    overrides (into ``base``) applied.
+
+    Raises:
+        ConfigError: a missing file, an unknown section or a bad override (one line).
+    """
+    raw = OmegaConf.to_container(load_yaml(path))
+    unknown = sorted(set(raw) - set(STUDY_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"study {str(path)!r} has unknown sections {unknown}; allowed: {', '.join(STUDY_KEYS)}"
+        )
+    raw["base"] = dotted(raw.get("base"))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value")
+        if key == "out_dir":
+            raw["out_dir"] = value
+        elif key in ("seeds", "seed"):
+            raw["seeds"] = [int(s) for s in value.split(",")]
+        else:
+            raw["base"].append(item)
+    if not isinstance(raw.get("factor", 4), int) or raw.get("factor", 4) < 2:
+        raise ConfigError(f"factor={raw.get('factor')!r} is invalid; it must be an integer >= 2")
+    return raw
+
+
+def plan(raw: dict[str, Any]) -> Study:
+    """Every run of the study as a :class:`RunSpec`, each config checked (see the module
+    docstring for names and stages).
+
+    Raises:
+        ConfigError: a run config that does not validate (one line).
+    """
+    out_dir, factor = str(raw.get("out_dir", "runs/lm_extend")), int(raw.get("factor", 4))
+    study = Study(out_dir)
+    for seed in raw.get("seeds") or [0]:
+        base = [*raw["base"], f"seed={seed}"]
+        parent = load_config(None, base)
+        low, high = parent.data.train_min_length, parent.data.train_max_length
+        longer = [f"data.train_min_length={factor * low}", f"data.train_max_length={factor * high}"]
+        longer.append(f"eval.max_length_factor={parent.eval.max_length_factor / factor:g}")
+        spec = RunSpec(f"parent-seed{seed}", [*base, f"run_dir={out_dir}/parent-seed{seed}"])
+        for label, options in (raw.get("zero_shot") or {}).items():
+            spec.evaluations[label] = dotted(options, "eval.position_options.")
+        study.parents.append(spec)
+        if raw.get("scratch") is not None:
+            name = f"scratch-seed{seed}"
+            extra = [*base, *longer, *dotted(raw["scratch"]), f"run_dir={out_dir}/{name}"]
+            study.scratch.append(RunSpec(name, extra))
+        position = parent.model.position
+        kept = dotted(parent.model.options[position], f"model.options.{position}.")
+        tune = raw.get("fine_tune") or {}
+        for label, options in (tune.get("rules") or {}).items():
+            name = f"finetune-{label}-seed{seed}"
+            rule = dotted(options, f"model.options.{position}.")
+            child = [*base, *kept, *longer, *dotted(tune.get("settings")), *rule]
+            study.children.append(RunSpec(name, [*child, f"run_dir={out_dir}/{name}"]))
+            study.parent_of[name] = spec.name
+            check_architecture(parent, load_config(None, study.children[-1].overrides))
+    for spec in [*study.parents, *study.scratch, *study.children]:
+        load_config(None, spec.overrides)
+    return study
+
+
+def seed_children(study: Study, records: dict[str, dict]) -> tuple[list[RunSpec], list[dict]]:
+    """Seed each child whose parent finished and that has no checkpoint yet (or is to be
+    replaced); returns the children to run and the records of those that cannot (their parent
+    failed or was stopped)."""
+    ready, blocked = [], []
+    for spec in study.children:
+        parent = records.get(study.parent_of[spec.name], {})
+        if parent.get("status") not in ("trained", "evaluated", "skipped"):
+            error = f"parent {study.parent_of[spec.name]} did not finish ({parent.get('status')})"
+            blocked.append({"name": spec.name, "status": "failed", "error": error, "result": None})
+            continue
+        config = load_config(None, spec.overrides)
+        if spec.overwrite and checkpoint_path(config.run_dir).is_file():
+            with run_lock(config.run_dir):
+                clear_run(config.run_dir)
+            spec.overwrite = False
+        if not checkpoint_path(config.run_dir).is_file():
+            parent_dir = parent["run_dir"]
+            state = load_checkpoint(parent_dir)
+            check_architecture(config_from_dict({**state["config"], "run_dir": parent_dir}), config)
+            seed_child(config, parent_dir, state)
+        ready.append(spec)
+    return ready, blocked
+
+
+def run_study(study: Study, workers: int, overwrite: bool) -> tuple[list[dict], int | None]:
+    """Run both stages (see the module docstring); ``(records, signal)`` as
+    :func:`lab.sweeps.local.run_all` returns them, over every run."""
+    every = [*study.parents, *study.scratch, *study.children]
+    prepare_out_dir(Sweep(study.out_dir, [], {}, {}), every, overwrite)
+    gpus = torch.cuda.device_count()
+    first = [*study.parents, *study.scratch]
+    records, signum = run_all(first, min(workers, len(first)), gpus)
+    if signum is not None or not study.children:
+        return records, signum
+    ready, blocked = seed_children(study, {r["name"]: r for r in records})
+    more, signum = run_all(ready, min(workers, len(ready)), gpus) if ready else ([], None)
+    return [*records, *more, *blocked], signum
+
+
+def main(argv: list[str]) -> int:
+    """``python sweep.py --extend-study``: 0 done, 1 a run failed, 2 a bad input, 128 + signal
+    on a stop (finished runs are kept; the same command resumes)."""
+    parser = argparse.ArgumentParser(
+        prog="python sweep.py --extend-study",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "study", nargs="?", default=str(DEFAULT), help="study file (default configs/lm_extend.yaml)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="parallel runs (default: one per CPU core)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="retrain runs trained with other settings"
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="out_dir=..., seeds=0,1, or run-config values of every run",
+    )
+    args = parser.parse_intermixed_args(argv)
+    started = time.perf_counter()
+    try:
+        study = plan(read_study(args.study, args.overrides))
+        workers = args.workers or torch.cuda.device_count() or os.cpu_count() or 1
+        records, signum = run_study(study, workers, args.overwrite)
+    except (ConfigError, OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if signum is not None:
+        print(
+            "\ninterrupted: finished runs are kept; run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 128 + signum
+    return finish(records, Path(study.out_dir), time.perf_counter() - started, workers)
+
+
+def finish(records: list[dict], out_dir: Path, seconds: float, workers: int) -> int:
+    """Write ``results.json`` (every evaluation), ``sweep.json`` and the comparison
+    (:func:`lab.lm.extend_report.write_extend_report`); print it; 1 when a run failed."""
+    results = [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
+    failed = [r for r in records if r["status"] in ("failed", "interrupted")]
+    for record in failed:
+        print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
+    atomic_write(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
+    write_timing(records, out_dir, seconds, workers)
+    try:
+        paths = write_extend_report(results, out_dir)
+    except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)
+        print(f"error: no comparison written: {error}", file=sys.stderr)
+        return 1
+    print(paths["report"].read_text())
+    print(f"{len(records)} runs in {seconds / 60:.1f} min; report: {paths['report']}")
+    return 1 if failed else 0

@@ -1,0 +1,326 @@
+"""Extend, then fine-tune: ``train.py --extend``, the study's plan and stages, and its report.
+
+The training tests use tiny RoPE models on ``copy`` (the mechanism is task-agnostic); the report
+is checked on hand-made LM records whose per-window losses are known.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jsonschema
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+import train as train_entry
+from data import available_tasks
+from lab.common.checkpoint import checkpoint_digest, load_checkpoint
+from lab.common.config import ConfigError, load_config
+from lab.evaluation.evaluate import evaluate_run
+from lab.evaluation.record import SCHEMA
+from lab.lm import extend_report as rep
+from lab.lm.extend_study import plan, read_study, run_study
+from lab.training.extend import child_config, extend, parent_of, seed_child
+from lab.training.run import TrainingInterrupted
+from lab.training.trainer import train
+
+TINY = [
+    "data.task=copy",
+    "model.d_model=16",
+    "model.n_heads=2",
+    "model.d_ff=32",
+    "model.n_layers=1",
+    "train.steps=4",
+    "train.warmup_steps=1",
+    "train.eval_every=4",
+    "train.eval_samples=8",
+    "train.progress=false",
+    "eval.samples=8",
+    "eval.probe_samples=8",
+    "eval.max_length_factor=2",
+]
+RULE = ["model.options.rope.scaling=yarn", "model.options.rope.scaling_factor=2"]
+LONGER = ["data.train_min_length=4", "data.train_max_length=20", "train.steps=3"]
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("extend") / "parent"
+    train(load_config(None, [*TINY, f"run_dir={run_dir}"]))
+    return run_dir
+
+
+def test_child_starts_bit_identical_to_the_parent_with_a_fresh_optimizer(parent, tmp_path):
+    child, state = child_config(parent, [*RULE, *LONGER, f"run_dir={tmp_path / 'c'}"])
+    record = seed_child(child, parent, state)
+    seeded = load_checkpoint(tmp_path / "c")
+    assert seeded["step"] == 0 and seeded["optimizer"]["state"] == {}
+    assert seeded["model"].keys() == state["model"].keys()
+    assert all(torch.equal(seeded["model"][k], state["model"][k]) for k in state["model"])
+    assert parent_of(seeded) == record
+    assert record["sha256"] == checkpoint_digest(parent) and record["step"] == 4
+    assert record["changed"]["model.options.rope.scaling"] == ["none", "yarn"]
+    assert record["changed"]["data.train_max_length"] == [10, 20]
+
+
+def test_extend_trains_a_new_run_that_records_its_parent(parent, tmp_path):
+    child_dir = tmp_path / "child"
+    result = extend(parent, [*RULE, *LONGER, f"run_dir={child_dir}"])
+    assert result.step == 3 and result.finished
+    saved = load_checkpoint(child_dir)
+    options = saved["config"]["model"]["options"]["rope"]
+    assert options["scaling"] == "yarn" and options["scaling_factor"] == 2.0
+    kept = load_checkpoint(parent)["config"]["model"]["options"]["rope"]["original_max_position"]
+    assert options["original_max_position"] == kept == 22  # the parent's context: copy at 10
+    assert saved["config"]["data"]["train_max_length"] == 20
+    assert parent_of(saved)["sha256"] == checkpoint_digest(parent)
+    # the parent's weights are unchanged by the child's training
+    assert load_checkpoint(parent)["step"] == 4
+    evaluation = evaluate_run(child_dir, device="cpu")
+    jsonschema.validate(evaluation, SCHEMA)
+    assert evaluation["parent"]["run"] == "parent"
+    assert evaluation["parent"]["changed"]["train.steps"] == [4, 3]
+    events = EventAccumulator(str(child_dir))
+    events.Reload()
+    session = events.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+    hparams = HParamsPluginData.FromString(session).session_start_info.hparams
+    assert hparams["parent"].string_value == "parent"
+    assert hparams["parent_step"].number_value == 4
+
+
+def test_the_parent_record_survives_a_resume(parent, tmp_path):
+    child_dir = tmp_path / "child"
+    extend(parent, [*LONGER, f"run_dir={child_dir}"])
+    first = parent_of(load_checkpoint(child_dir))
+    assert train_entry.main(["--resume", str(child_dir), "train.steps=5"]) == 0
+    assert load_checkpoint(child_dir)["step"] == 5
+    assert parent_of(load_checkpoint(child_dir)) == first
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["{missing}"], "does not exist"),
+        (["{parent}", "model.d_model=32"], "model.d_model cannot change"),
+        (["{parent}", "model.position=alibi"], "model.position cannot change"),
+        (["{parent}", "data.options.copy.n_symbols=8"], "model.vocab_size cannot change"),
+        (["{parent}", "run_dir={parent}"], "is the parent's own folder"),
+        (["{parent}", "train.steps=3", "run_dir={parent}/../parent/."], "own folder"),
+        (["{empty}"], "no checkpoint in"),
+    ],
+)
+def test_extend_refuses_in_one_line(parent, tmp_path, capsys, arguments, message):
+    (tmp_path / "empty").mkdir()
+    names = {"parent": parent, "missing": tmp_path / "nope", "empty": tmp_path / "empty"}
+    argv = ["--extend", *(a.format(**names) for a in arguments)]
+    assert train_entry.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_extend_refuses_an_unfinished_parent_and_an_existing_child(parent, tmp_path, capsys):
+    unfinished = tmp_path / "unfinished"
+    stops = iter([False, False, True])
+    with pytest.raises(TrainingInterrupted):
+        train(load_config(None, [*TINY, f"run_dir={unfinished}"]), should_stop=stops.__next__)
+    assert train_entry.main(["--extend", str(unfinished)]) == 2
+    assert "has not finished training" in capsys.readouterr().err
+    target = f"run_dir={tmp_path / 'child'}"
+    assert train_entry.main(["--extend", str(parent), *LONGER, target]) == 0
+    assert train_entry.main(["--extend", str(parent), *LONGER, target]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+
+
+def test_train_py_refuses_an_abbreviated_or_misplaced_extend(parent, capsys):
+    with pytest.raises(SystemExit) as stop:
+        train_entry.main(["--ext", str(parent)])
+    assert stop.value.code == 2
+    assert train_entry.main(["train.steps=3", "--extend", str(parent)]) == 2
+    assert "--extend must be the first argument" in capsys.readouterr().err
+
+
+def test_wilcoxon_matches_the_reference_example():
+    # scipy.stats.wilcoxon's documented example (Fisher 1935, via Wilcoxon 1945): T = 24;
+    # normal approximation: z = (24 - 60) / sqrt(310), p = 2 Phi(-2.0447) = 0.04089
+    d = [6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75]
+    statistic, p = rep.wilcoxon_signed_rank(d, [0] * len(d))
+    assert statistic == 24
+    assert p == pytest.approx(math.erfc(36 / math.sqrt(310) / math.sqrt(2)), rel=1e-12)
+    assert p == pytest.approx(0.04089, abs=1e-5)
+    # ties share their mean rank and shrink the variance: |d| = 1, 1, 2, 3 (ranks 1.5, 1.5, 3, 4)
+    statistic, p = rep.wilcoxon_signed_rank([1, -1, 2, 3, 5], [0, 0, 0, 0, 5])
+    assert statistic == 1.5
+    z = (1.5 - 5) / math.sqrt(4 * 5 * 9 / 24 - 6 / 48)
+    assert p == pytest.approx(math.erfc(abs(z) / math.sqrt(2)))
+    assert rep.wilcoxon_signed_rank([1, 2], [1, 2]) == (0.0, 1.0)
+
+
+def _lm_record(
+    seed, train_length, losses_by_length, position_options=None, parent=None, scaling="none"
+):
+    """A hand-made LM eval.json: ``losses_by_length`` maps a length to its per-window losses."""
+    rows = []
+    for length, losses in sorted(losses_by_length.items()):
+        loss = sum(losses) / len(losses)
+        rows.append(
+            {
+                "length": length,
+                "supported": True,
+                "windows": len(losses),
+                "window_losses": losses,
+                "loss": loss,
+                "perplexity": math.exp(loss),
+                "perplexity_low": math.exp(min(losses)),
+                "perplexity_high": math.exp(max(losses)),
+            }
+        )
+    options = {"scaling": scaling, "scaling_factor": 1.0 if scaling == "none" else 4.0}
+    record = {
+        "kind": "lm",
+        "seed": seed,
+        "train_lengths": [train_length, train_length],
+        "lengths": rows,
+        "checkpoint": {"run": f"run{seed}", "step": 1, "sha256": "0" * 64},
+        "config": {
+            "model": {"position": "rope", "options": {"rope": options}},
+            "eval": {"position_options": position_options or {}},
+        },
+    }
+    if parent:
+        record["parent"] = {"run": parent, "step": 10, "sha256": "1" * 64}
+    return record
+
+
+def _windows(base, shift, n=40):
+    return [base + shift + 0.01 * ((7 * i) % 13) for i in range(n)]
+
+
+@pytest.fixture
+def study_records():
+    records = []
+    for seed in (0, 1):
+        records.append(
+            _lm_record(seed, 64, {64: _windows(1.5, 0), 256: _windows(2.8, 0.01 * seed)})
+        )
+        for rule, shift in (("ntk", -0.9), ("dynamic", -0.7), ("yarn", -1.0), ("linear", -0.2)):
+            at_eval = {"scaling": rule, "scaling_factor": 1.0 if rule == "dynamic" else 4.0}
+            records.append(
+                _lm_record(seed, 64, {64: _windows(1.6, 0), 256: _windows(2.8, shift)}, at_eval)
+            )
+        for rule, shift in (("linear", -1.2), ("yarn", -1.25)):
+            records.append(
+                _lm_record(
+                    seed,
+                    256,
+                    {256: _windows(1.5, shift + 0.1)},
+                    parent=f"parent-seed{seed}",
+                    scaling=rule,
+                )
+            )
+        records.append(_lm_record(seed, 256, {256: _windows(1.45, 0)}))
+    return records
+
+
+def test_report_roles_table_and_paired_tests_on_fixtures(study_records):
+    original, groups = rep.grouped(study_records)
+    assert original == 64
+    assert list(groups)[0] == ("as trained", "") and ("from scratch", "") in groups
+    assert ("zero-shot", "dynamic s=1") in groups and ("fine-tuned", "yarn s=4") in groups
+    table = rep.perplexity_table(study_records)
+    trained = [math.exp(sum(_windows(2.8, 0.01 * s)) / 40) for s in (0, 1)]
+    interval = rep.t_interval(trained)
+    assert f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]" in table
+    tests = {(a, b): t for a, b, t in rep.comparisons(study_records)}
+    yarn = tests[("zero-shot yarn s=4", "as trained")]
+    pooled_a = _windows(2.8, -1.0) * 2
+    pooled_b = _windows(2.8, 0) + _windows(2.8, 0.01)
+    assert yarn.p_value == rep.wilcoxon_signed_rank(pooled_a, pooled_b)[1]
+    assert yarn.windows == 80 and yarn.lower
+    assert yarn.ratio[0] == pytest.approx(math.exp(-1.0))
+    scratch = tests[("fine-tuned linear s=4", "from scratch")]
+    assert scratch.ratio[0] == pytest.approx(math.exp(0.4 - 1.45), rel=1e-9)
+    assert scratch.lower and tests[("fine-tuned yarn s=4", "zero-shot yarn s=4")].lower
+
+
+def test_findings_follow_the_numbers(study_records):
+    assert "**agrees**" in rep.peng_finding(study_records)
+    chen = rep.chen_finding(study_records)
+    zero = math.exp(sum(_windows(2.8, -0.2)) / 40)
+    assert "**agrees**" in chen and f"zero-shot {zero:.2f}" in chen
+    # zero-shot PI as good as fine-tuned: the finding turns
+    flipped = [
+        _lm_record(
+            r["seed"],
+            64,
+            {64: _windows(1.6, 0), 256: _windows(0.3, 0)},
+            r["config"]["eval"]["position_options"],
+        )
+        if r["config"]["eval"]["position_options"].get("scaling") == "linear"
+        else r
+        for r in study_records
+    ]
+    assert "**disagrees**" in rep.chen_finding(flipped)
+    no_rules = [r for r in study_records if not r["config"]["eval"]["position_options"]]
+    assert "**not measured**" in rep.peng_finding(no_rules)
+
+
+def test_report_files_and_page(study_records, tmp_path):
+    paths = rep.write_extend_report(study_records, tmp_path)
+    text = paths["report"].read_text()
+    assert "## Findings against the literature" in text and "fine-tuned linear s=4" in text
+    lines = paths["csv"].read_text().splitlines()
+    assert lines[0] == ",".join(rep.CSV_FIELDS)
+    assert len(lines) == 1 + sum(len(r["lengths"]) for r in study_records)
+    folder = tmp_path / "lm-extend"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(study_records))
+    page = rep.lm_extend_page(folder, "python sweep.py --publish")
+    assert page.startswith("# Extend, then fine-tune") and "seed(s) 0, 1" in page
+
+
+def test_study_runs_parents_then_children_on_a_synthetic_task(tmp_path):
+    study_file = tmp_path / "study.yaml"
+    study_file.write_text(
+        "out_dir: OUT\nbase: {}\nseeds: [0]\nfactor: 2\n"
+        "zero_shot: {yarn: {scaling: yarn, scaling_factor: 2}}\n"
+        "fine_tune: {settings: {train: {steps: 2}},\n"
+        "  rules: {linear: {scaling: linear, scaling_factor: 2}}}\n"
+        "scratch: {train: {steps: 2}}\n"
+    )
+    raw = read_study(study_file, [*TINY, f"out_dir={tmp_path / 'out'}"])
+    study = plan(raw)
+    assert [s.name for s in study.parents] == ["parent-seed0"]
+    assert list(study.parents[0].evaluations) == ["", "yarn"]
+    assert study.parent_of == {"finetune-linear-seed0": "parent-seed0"}
+    records, signum = run_study(study, workers=1, overwrite=False)
+    assert signum is None
+    assert {r["name"]: r["status"] for r in records} == {
+        "parent-seed0": "trained",
+        "scratch-seed0": "trained",
+        "finetune-linear-seed0": "trained",
+    }
+    child = next(r for r in records if r["name"] == "finetune-linear-seed0")
+    assert child["result"]["parent"]["run"] == "parent-seed0"
+    assert child["result"]["config"]["data"]["train_max_length"] == 20
+    assert child["result"]["config"]["model"]["options"]["rope"]["original_max_position"] == 22
+    again, _ = run_study(plan(raw), workers=1, overwrite=False)
+    assert {r["status"] for r in again} == {"skipped"}
+
+
+def test_the_study_config_plans():
+    if "text" not in available_tasks():
+        pytest.skip("the text task is not registered in this checkout")
+    study = plan(read_study("configs/lm_extend.yaml"))
+    assert len(study.parents) == 2 and len(study.children) == 6 and len(study.scratch) == 2
+    child = load_config(None, study.children[0].overrides)
+    assert child.data.train_max_length == 256 and child.eval.max_length_factor == 4
+
+
+def test_study_refuses_bad_input(tmp_path):
+    study_file = tmp_path / "study.yaml"
+    study_file.write_text("out_dir: x\nbase: {}\ngrid: {}\n")
+    with pytest.raises(ConfigError, match="unknown sections"):
+        read_study(study_file)
