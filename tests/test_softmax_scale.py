@@ -65,7 +65,7 @@ def test_each_query_row_is_scaled_by_its_factor(position, kind):
             model.blocks[0].attn.softmax_scale.ssmax_scale.copy_(torch.tensor([0.3, 1, 2, -0.5]))
     t, attn = 10, model.blocks[0].attn
     x = torch.randn(1, t, 32, generator=torch.Generator().manual_seed(2))
-    context = model._context(None, 1, t, None, x.device, x.dtype)
+    context = model._contexts(None, 1, t, None, x.device, x.dtype)[0]
     q, k, v = attn.qkv(x).view(1, t, 3, 4, 8).permute(2, 0, 3, 1, 4)
     scores = model.position.layer(0, q, k, context.state)  # unscaled q, rotated
     s = torch.ones(4) if kind == "logn" else attn.softmax_scale.ssmax_scale
@@ -128,9 +128,9 @@ def test_blocked_path_sees_the_same_scaled_logits(kind, t, monkeypatch):
     for rows in (256, 10**6):  # the default blocks, then no blocks
         monkeypatch.setattr("model.blocked_attention.BLOCK_ROWS", rows)
         model.zero_grad()
-        assert (model._context(None, 1, t, None, idx.device, torch.float32).blocked is None) == (
-            rows > t
-        )
+        assert (
+            model._contexts(None, 1, t, None, idx.device, torch.float32)[0].blocked is None
+        ) == (rows > t)
         logits = model(idx)
         logits.square().mean().backward()
         grads = [p.grad.clone() for p in model.parameters()]
