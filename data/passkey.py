@@ -30,7 +30,9 @@ import numpy as np
 
 from data.base import BOS, EOS, SEP, Task, register
 
-REPEAT = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+REPEAT = (
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+)
 """The filler sentence of Mohtashami and Jaggi 2023 (§4.2), repeated; the trailing space keeps
 the sentences apart where it wraps."""
 
@@ -72,13 +74,9 @@ class PasskeyOptions:
 
     def __post_init__(self) -> None:
         if not 1 <= self.digits <= self.MAX_DIGITS:
-            raise ValueError(
-                f"digits={self.digits} is invalid; it must be in 1..{self.MAX_DIGITS}"
-            )
+            raise ValueError(f"digits={self.digits} is invalid; it must be in 1..{self.MAX_DIGITS}")
         if self.filler not in FILLERS:
-            raise ValueError(
-                f"filler={self.filler!r} is invalid; use one of {', '.join(FILLERS)}"
-            )
+            raise ValueError(f"filler={self.filler!r} is invalid; use one of {', '.join(FILLERS)}")
         depth = self.depth
         if depth is not None:
             number = isinstance(depth, (int, float)) and not isinstance(depth, bool)

@@ -1,0 +1,1 @@
+"""Language-modelling track: evaluations and reports of the text and passkey tasks."""
