@@ -16,6 +16,12 @@ The key phrase is ``pass key is DIGITS.`` (18 bytes with 5 digits). It is short,
 filler, and the filler has no digits, so the digits are found by content alone (the first
 answer token) and copied in order by an induction head (Olsson et al. 2022), the mechanism a
 small model learns for ``copy``; the final ``.`` ends the key, so the solver is exact.
+
+Default training lengths 18..32: the shortest prompt is the key phrase alone, so the uniform
+length draw mixes in prompts without filler, where the lookup is learned first. With the
+model and recipe of ``configs/passkey.yaml``, ``rope`` on 18..64 stayed at the loss of guessing
+the digits (exact-match 0%) for 800 steps (on 32..64 at a third of the learning rate, all of
+1500); on 18..32 it left it after 300 steps and reached 93% by step 1400.
 """
 
 from __future__ import annotations
@@ -94,7 +100,7 @@ class PasskeyTask(Task):
     (Mohtashami and Jaggi 2023)."""
 
     Options = PasskeyOptions
-    train_lengths = (32, 64)
+    train_lengths = (18, 32)  # from the key phrase alone; see the module docstring
 
     def __init__(self, options: PasskeyOptions | None = None) -> None:
         super().__init__(options)
