@@ -346,3 +346,22 @@ def test_heatmaps_are_written_per_run_and_per_sweep(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no result has a passkey grid"):
         passkey_figure([{"task": "copy"}])
     assert json.dumps(RESULTS)  # plain JSON, as eval.json holds it
+
+
+def test_the_passkey_sweep_and_its_rope_rules_load() -> None:
+    """configs/passkey.yaml trains the five mission schemes once each; its documented second
+    command adds four evaluations of the RoPE run (one grid per rule), no training."""
+    from lab.sweeps.sweep import expand, load_sweep
+
+    specs = expand(load_sweep(Path("configs/passkey.yaml")))
+    assert [s.name for s in specs] == [
+        f"{p}-passkey-seed0" for p in ("none", "learned", "sinusoidal", "rope", "alibi")
+    ]
+    rules = ["eval.position_options.scaling=linear,ntk,dynamic,yarn"]
+    rules.append("eval.position_options.scaling_factor=4")
+    (rope,) = expand(load_sweep(Path("configs/passkey.yaml"), ["position=rope", *rules]))
+    assert rope.name == "rope-passkey-seed0"
+    assert sorted(rope.evaluations) == [  # "": as trained
+        "",
+        *(f"scaling{r}-scaling_factor4" for r in ("dynamic", "linear", "ntk", "yarn")),
+    ]
