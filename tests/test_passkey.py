@@ -334,6 +334,8 @@ def test_the_table_gives_the_mean_per_length_and_the_worst_depth() -> None:
     assert lines[3] == "| `rope` | 2 | 96.7 | 26.7 | 0.5 (45.0) |"
     assert lines[4] == "| `rope [scaling=yarn]` | 1 | 100.0 | 83.3 | 0.5 (75.0) |"
     assert passkey_table([{"task": "copy"}]) == ""
+    flat = result("alibi", 0, [[1.0, 0.0]] * 3, {})
+    assert passkey_table([flat]).splitlines()[2] == "| `alibi` | 1 | 100.0 | 0.0 | — |"
 
 
 def test_heatmaps_are_written_per_run_and_per_sweep(tmp_path: Path) -> None:

@@ -143,7 +143,8 @@ def passkey_table(results: list[dict[str, Any]]) -> str:
     """A Markdown table of the sweep's passkey grids: one row per :func:`grouped` group (scheme
     and evaluation rule), its seeds, the exact-match in percent at each length (mean over the
     depths of the seed-mean grid), and its worst depth (the row with the lowest mean over the
-    supported lengths) with that mean. A dash marks a length the scheme cannot encode or did
+    supported lengths, the first of equals) with that mean, a dash when every depth scores
+    alike. A dash marks a length the scheme cannot encode or did
     not evaluate; empty when no run has a grid."""
     groups = grouped(results)
     if not groups:
@@ -169,5 +170,6 @@ def _table_row(label: str, runs: list[dict[str, Any]], labels: list[str]) -> lis
     if supported:
         by_depth = [sum(row[j] for j in supported) / len(supported) for row in grid]
         at = int(np.argmin(by_depth))
-        worst = f"{first['depths'][at]:g} ({100 * by_depth[at]:.1f})"
+        if max(by_depth) > by_depth[at]:  # every depth alike: none is the worst
+            worst = f"{first['depths'][at]:g} ({100 * by_depth[at]:.1f})"
     return [f"`{label}`", str(len(runs)), *cells, worst]
