@@ -9,6 +9,7 @@ from typing import Any
 from data.arithmetic import ParityTask  # noqa: F401  (registers the arithmetic tasks)
 from data.base import BOS, EOS, PAD, SEP, Batch, Task, available_tasks, register, task_class
 from data.counting import CountTask  # noqa: F401  (registers the counting tasks)
+from data.passkey import PasskeyTask  # noqa: F401  (registers passkey)
 from data.recall import FlipFlopTask  # noqa: F401  (registers the recall tasks)
 from data.sequence import CopyTask, ReverseTask, SortTask  # noqa: F401  (registers them)
 from data.strings import DuplicateTask  # noqa: F401  (registers the string tasks)

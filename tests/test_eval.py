@@ -386,9 +386,10 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
         jsonschema.validate(saved, SCHEMA)
     # Field by field (also when jsonschema is missing), and the schema lists exactly these keys;
     # reached_target is optional so that files written before it still load; parent is only
-    # in a fine-tuned run's file (train.py --extend, tests/test_extend.py).
+    # in a fine-tuned run's file (train.py --extend, tests/test_extend.py); passkey only in
+    # runs of the passkey task (tests/test_passkey.py).
     assert set(saved) == set(SCHEMA["required"]) | {"reached_target"}
-    assert set(SCHEMA["properties"]) == set(saved) | {"parent"}
+    assert set(SCHEMA["properties"]) == set(saved) | {"parent", "passkey"}
     assert saved["reached_target"] is None  # the run has no train.target_accuracy
     assert saved["schema_version"] == SCHEMA["properties"]["schema_version"]["const"]
     assert saved["run_dir"] == str(trained_run)

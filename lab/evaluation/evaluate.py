@@ -51,6 +51,8 @@ from lab.evaluation.learned import LEARNED
 from lab.evaluation.order import PermutationProbe, minimal_pair_accuracy, permutation_probe
 from lab.evaluation.record import EVAL_NAME, SCHEMA, SCHEMA_VERSION, inconsistency, write_eval_json
 from lab.evaluation.tensorboard import write_tensorboard
+from lab.lm.passkey import passkey_record
+from lab.lm.passkey_figure import write_heatmap
 from lab.lm.perplexity import evaluate_lm, lm_plan
 from lab.lm.record import LM_SCHEMA, LM_SCHEMA_VERSION, lm_inconsistency
 from model import Transformer
@@ -350,6 +352,9 @@ def evaluate_model(
         progress.update(1)
     device = next(model.parameters()).device
     record = eval_record(config, e, grid, results, summary, probe)
+    passkey = passkey_record(model, config, e, precision)  # the passkey task only
+    if passkey is not None:
+        record["passkey"] = passkey
     record["eval_seconds"] = time.perf_counter() - started
     record["device"] = str(device)
     record["dtype"] = str(compute_dtype(device, precision)).removeprefix("torch.")
@@ -492,6 +497,8 @@ def evaluate_run(
     safe_folder(destination, root)  # created only now, when a file goes into it
     write_eval_json(result, destination)
     write_tensorboard(result, destination)
+    if result.get("passkey"):
+        write_heatmap(result, destination)
     return result
 
 

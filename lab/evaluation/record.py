@@ -137,6 +137,27 @@ PARENT = {
 """Schema of the optional ``parent`` of an ``eval.json`` (also for the LM record's schema)."""
 
 
+_PASSKEY = {
+    "type": "object",
+    "required": ["depths", "lengths", "labels", "samples", "accuracy"],
+    "additionalProperties": False,
+    "properties": {
+        "depths": {
+            "type": "array",
+            "items": {"type": "number", "minimum": 0, "maximum": 1},
+            "minItems": 1,
+        },
+        "lengths": {"type": "array", "items": _LENGTH, "minItems": 1},
+        "labels": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "samples": {"type": "integer", "minimum": 1},
+        "accuracy": {"type": "array", "items": {"type": "array", "items": _FRACTION_OR_NULL}},
+    },
+}
+"""The passkey task's depth x length grid (:mod:`lab.lm.passkey`): ``accuracy[i][j]`` is the
+exact-match of ``samples`` sequences with the key at ``depths[i]`` and prompt length
+``lengths[j]`` (labelled ``labels[j]``, e.g. ``2x``), null where the scheme cannot encode it."""
+
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "eval.json: length extrapolation and order sensitivity of one run",
@@ -195,6 +216,7 @@ SCHEMA: dict[str, Any] = {
             "the run's precision when null, on that device); the permutation probe and the "
             "minimal pairs run in float32",
         },
+        "passkey": _PASSKEY,
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict
@@ -202,8 +224,9 @@ SCHEMA: dict[str, Any] = {
 returns. ``reached_target`` (optional, so files written before it still load): the training
 met ``train.target_accuracy`` at every training length (the checkpoint's record); null for a
 run without a target or an older checkpoint. ``parent`` (optional, only in a fine-tuned run's
-file): :data:`PARENT`. Whether a run counts as learned is decided from
-it and ``summary.in_dist`` by :func:`lab.evaluation.learned.not_learned_reason`."""
+file): :data:`PARENT`. ``passkey`` (optional; runs of the ``passkey`` task only): the depth x
+length grid, :data:`_PASSKEY`. Whether a run counts as learned is decided from it and
+``summary.in_dist`` by :func:`lab.evaluation.learned.not_learned_reason`."""
 
 
 def inconsistency(result: dict[str, Any]) -> str | None:
@@ -251,7 +274,22 @@ def inconsistency(result: dict[str, Any]) -> str | None:
         problem = _row_inconsistency(row)
         if problem:
             return f"length {row['length']}: {problem}"
-    return _summary_inconsistency(result)
+    return _summary_inconsistency(result) or _passkey_inconsistency(result.get("passkey"))
+
+
+def _passkey_inconsistency(grid: dict[str, Any] | None) -> str | None:
+    """Whether a ``passkey`` grid has one label per length and one row of one cell per length
+    for each depth (see :data:`_PASSKEY`), or None (also when there is no grid)."""
+    if grid is None:
+        return None
+    columns = len(grid["lengths"])
+    if len(grid["labels"]) != columns:
+        return f"passkey: {len(grid['labels'])} labels for {columns} lengths"
+    if len(grid["accuracy"]) != len(grid["depths"]):
+        return f"passkey: {len(grid['accuracy'])} rows for {len(grid['depths'])} depths"
+    if any(len(row) != columns for row in grid["accuracy"]):
+        return f"passkey: a row of accuracy has not {columns} cells (one per length)"
+    return None
 
 
 def _summary_inconsistency(result: dict[str, Any]) -> str | None:

@@ -1,1 +1,2 @@
-"""Language modelling on text: perplexity by evaluation length and position, and reports."""
+"""Language modelling on text: perplexity by evaluation length and position, passkey retrieval,
+extend then fine-tune, and their reports."""
