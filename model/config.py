@@ -124,16 +124,7 @@ class ModelConfig:
                 f"0 (off) or the range L to sample positions from, in [1, "
                 f"{MAX_RANDOMIZED_POSITIONS}]"
             )
-        if self.randomized_eval and not self.randomized_positions:
-            raise ValueError(
-                "model.randomized_eval=true needs model.randomized_positions > 0 (the range L "
-                "to sample positions from)"
-            )
-        if self.softmax_scale not in SOFTMAX_SCALES:
-            raise ValueError(
-                f"model.softmax_scale={self.softmax_scale!r} is invalid; it must be one of "
-                f"{', '.join(SOFTMAX_SCALES)}"
-            )
+        self._check_attention_keys()
         if not self.causal and not cls.bidirectional:
             raise ValueError(
                 f"model.position={self.position!r} is causal only; set model.causal=true"
@@ -157,6 +148,19 @@ class ModelConfig:
         for member in member_configs(self, layers, options).values() if members else ():
             scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
+
+    def _check_attention_keys(self) -> None:
+        """Raise ValueError (one line) for a bad ``randomized_eval`` or ``softmax_scale``."""
+        if self.randomized_eval and not self.randomized_positions:
+            raise ValueError(
+                "model.randomized_eval=true needs model.randomized_positions > 0 (the range L "
+                "to sample positions from)"
+            )
+        if self.softmax_scale not in SOFTMAX_SCALES:
+            raise ValueError(
+                f"model.softmax_scale={self.softmax_scale!r} is invalid; it must be one of "
+                f"{', '.join(SOFTMAX_SCALES)}"
+            )
 
     def at_evaluation(self, overrides: dict[str, Any]) -> "ModelConfig":
         """This config with the active scheme's options changed by ``overrides`` (no retraining:
