@@ -356,6 +356,15 @@ def test_evaluation_axes_share_one_training():
     assert not any("position_options" in o for o in runs[0].overrides)
 
 
+def test_evaluation_axes_of_one_scheme_leave_the_others_as_trained():
+    """RoPE's rules in a sweep over several schemes: the RoPE run is evaluated under each, the
+    others (no such option) as trained only, with no alias lines for the skipped points."""
+    runs = expand(load_sweep(CONFIG, ["position=none,rope,alibi", "task=svo", "seed=0", *SCALINGS]))
+    assert [r.name for r in runs] == ["none-svo-seed0", "rope-svo-seed0", "alibi-svo-seed0"]
+    assert [len(r.evaluations) for r in runs] == [1, 1 + len(RULES), 1]
+    assert all(not r.aliases for r in runs)
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [

@@ -51,6 +51,7 @@ from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
+from model.position import available_schemes, scheme_class
 
 SWEEP_KEYS = ("out_dir", "base", "grid", "when")
 
@@ -260,6 +261,8 @@ def expand(sweep: Sweep) -> list[RunSpec]:
                 f"{os.path.join(sweep.out_dir, name)!r} ({chosen}); give each grid value once"
             )
         spec = specs.get(identity)
+        if spec is not None and not label and any(k.startswith(EVAL_AXIS) for k in chosen):
+            continue  # an evaluation axis of another scheme's option: evaluated as trained only
         if spec is None:
             spec = specs[identity] = RunSpec(name, overrides)  # its as-trained evaluation first
             spec.evaluated[""] = _evaluation_identity(config, [])
@@ -289,7 +292,9 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
     chosen = {
         k: v
         for k, v in chosen.items()
-        if not _other_task_option(k, task) and not _other_scheme_option(k, schemes)
+        if not _other_task_option(k, task)
+        and not _other_scheme_option(k, schemes)
+        and not _other_scheme_evaluation(k, schemes)
     }
     trained = {k: v for k, v in chosen.items() if not k.startswith(EVAL_AXIS)}
     evaluated = {k: v for k, v in chosen.items() if k.startswith(EVAL_AXIS)}
@@ -368,6 +373,18 @@ def _other_scheme_option(key: str, schemes: set[str]) -> bool:
     (``model.options.OTHER.KEY``)."""
     parts = key.split(".")
     return len(parts) > 3 and parts[:2] == ["model", "options"] and parts[2] not in schemes
+
+
+def _other_scheme_evaluation(key: str, schemes: set[str]) -> bool:
+    """``key`` is ``eval.position_options.KEY`` with ``KEY`` an evaluable option of some
+    registered scheme but of none of ``schemes``: the RoPE rules of a sweep over several
+    schemes apply to its RoPE runs, and the others are evaluated as trained only (a key no
+    scheme can change at evaluation stays an error, named by the evaluation)."""
+    if not key.startswith(EVAL_AXIS):
+        return False
+    option = key.removeprefix(EVAL_AXIS)
+    evaluable = {name for name in available_schemes() if option in scheme_class(name).evaluable}
+    return bool(evaluable) and not evaluable & schemes
 
 
 def _other_task_option(key: str, task: str) -> bool:
