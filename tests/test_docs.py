@@ -85,8 +85,11 @@ def test_every_named_module_exists(page: Path) -> None:
     assert not missing, f"{page_id(page)}: names modules or attributes that do not exist: {missing}"
 
 
-def test_readme_file_tree_names_existing_modules() -> None:
-    tree = (ROOT / "README.md").read_text().split("## Files", 1)[1].split("```", 2)[1]
+@pytest.mark.parametrize(
+    ("page", "heading"), [("README.md", "## Files"), ("docs/design.md", "## Every file")]
+)
+def test_file_trees_name_existing_modules(page: str, heading: str) -> None:
+    tree = (ROOT / page).read_text().split(heading, 1)[1].split("```", 2)[1]
     missing = []
     for line in tree.splitlines():
         words = line.split()
@@ -99,4 +102,4 @@ def test_readme_file_tree_names_existing_modules() -> None:
             path = ROOT / word if "/" in word else ROOT / folder / word
             if not path.exists():
                 missing.append(word)
-    assert not missing, f"README's file tree names modules that do not exist: {missing}"
+    assert not missing, f"{page}'s file tree names modules that do not exist: {missing}"
