@@ -48,7 +48,7 @@ from lab.common.runlock import run_lock
 from lab.lm.extend_report import write_extend_report
 from lab.sweeps.local import run_all
 from lab.sweeps.summary import write_timing
-from lab.sweeps.sweep import RunSpec, Sweep, prepare_out_dir
+from lab.sweeps.sweep import RunSpec, Sweep, dotted, prepare_out_dir
 from lab.training.extend import check_architecture, seed_child
 
 STUDY_KEYS = ("out_dir", "base", "seeds", "factor", "zero_shot", "fine_tune", "scratch")
@@ -64,19 +64,6 @@ class Study:
     scratch: list[RunSpec] = field(default_factory=list)
     children: list[RunSpec] = field(default_factory=list)
     parent_of: dict[str, str] = field(default_factory=dict)
-
-
-def dotted(section: Any, prefix: str = "") -> list[str]:
-    """Nested mapping -> ``["a.b=value", ...]`` (lists as ``[x,y]``, None as ``null``)."""
-    items = []
-    for key, value in (section or {}).items():
-        if isinstance(value, dict):
-            items += dotted(value, f"{prefix}{key}.")
-        elif isinstance(value, list):
-            items.append(f"{prefix}{key}=[{','.join(map(str, value))}]")
-        else:
-            items.append(f"{prefix}{key}={'null' if value is None else value}")
-    return items
 
 
 def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:

@@ -174,8 +174,8 @@ def _read_sweep_file(path: Path) -> Sweep:
                 f"sweep file {str(path)!r}: when block {condition!r} must be a mapping of "
                 f"settings, e.g. {{train: {{steps: 500}}}}; got {values!r}"
             )
-    when = {k: _dotted(v) for k, v in (raw.get("when") or {}).items()}
-    base = _dotted(raw.get("base") or {})
+    when = {k: dotted(v) for k, v in (raw.get("when") or {}).items()}
+    base = dotted(raw.get("base") or {})
     for item in [o for o in base if o.startswith(EVAL_AXIS)]:  # a label too (see below)
         base.remove(item)
         key, _, value = item.partition("=")
@@ -580,12 +580,13 @@ def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _dotted(section: dict[str, Any], prefix: str = "") -> list[str]:
-    """Nested mapping -> ``["a.b=value", ...]``."""
+def dotted(section: dict[str, Any] | None, prefix: str = "") -> list[str]:
+    """Nested mapping -> ``["a.b=value", ...]`` (lists as ``[x,y]``, None as ``null``; no
+    mapping: ``[]``)."""
     items = []
-    for key, value in section.items():
+    for key, value in (section or {}).items():
         if isinstance(value, dict):
-            items += _dotted(value, f"{prefix}{key}.")
+            items += dotted(value, f"{prefix}{key}.")
         elif isinstance(value, list):
             items.append(f"{prefix}{key}=[{','.join(map(str, value))}]")
         else:
