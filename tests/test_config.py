@@ -310,11 +310,16 @@ def test_incompatible_saved_config() -> None:
 
 def test_every_yaml_in_configs_loads() -> None:
     """Run configs load with load_config; sweep files (base/grid sections) with load_sweep, which
-    validates every run of the grid with load_config."""
+    validates every run of the grid with load_config; the extend study's file with its planner,
+    which validates every run's config."""
     for path in sorted(CONFIGS.glob("*.yaml")):
         raw = OmegaConf.to_container(OmegaConf.load(path))
         assert isinstance(raw, dict), path
-        if {"base", "grid"} & set(raw):
+        if "fine_tune" in raw:  # an extend-then-fine-tune study (sweep.py --extend-study)
+            from lab.lm.extend_study import plan, read_study
+
+            assert plan(read_study(path)).children, path
+        elif {"base", "grid"} & set(raw):
             from lab.sweeps.sweep import expand, load_sweep
 
             sweep = load_sweep(path)
