@@ -375,7 +375,10 @@ def test_longrope_model_switches_factors_past_the_original_length(make_model):
         ({"p": 1.5}, r"p=1.5 is invalid; it must be in \[0, 1\]"),
         ({"mscale": -1.0}, r"mscale=-1.0 is invalid; it must be >= 0"),
         ({"short_factor": [1.0, -2.0]}, r"short_factor=\[1.0, -2.0\] is invalid"),
-        ({"short_factor": [1.0] * 4}, r"give both exactly when scaling=longrope"),
+        (
+            {"short_factor": [1.0] * 4},
+            r"short_factor and long_factor are LongRoPE's: give both exactly",
+        ),
     ],
 )
 def test_bad_extension_options_are_one_line(values, message, make_model):
