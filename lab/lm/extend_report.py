@@ -423,7 +423,8 @@ def lm_extend_page(folder: Path, publish: str) -> str:
     """``docs/results/lm-extend.md`` from the committed ``folder`` (``results.json``: the
     study's eval.json dicts; ``sweep.json`` when there is one), as the pages of
     :mod:`lab.reporting.pages` are made: title, the do-not-edit line naming ``publish``, the
-    command, runs, seeds, wall time and machine, then :func:`report_text` and the files."""
+    command, runs, seeds, wall time and machine, then :func:`report_text` and the files of
+    ``folder`` among ``report.md``, ``results.csv``, ``results.json`` and ``sweep.json``."""
     results = json.loads((folder / "results.json").read_text())
     sweep_file = folder / "sweep.json"
     sweep = json.loads(sweep_file.read_text()) if sweep_file.is_file() else None
@@ -434,7 +435,8 @@ def lm_extend_page(folder: Path, publish: str) -> str:
             f", in **{sweep['seconds'] / 60:.1f} min** with {sweep['workers']} worker(s) on "
             f"{sweep['machine']}"
         )
-    names = ["results.json", *(["sweep.json"] if sweep is not None else [])]
+    names = ("report.md", "results.csv", "results.json", "sweep.json")
+    names = [n for n in names if (folder / n).is_file()]
     return "\n".join(
         [
             "# Extend, then fine-tune: RoPE extension rules on text",
