@@ -133,6 +133,14 @@ FAMILIES = {
             "extend_report.md": "report.md",
             "extend_results.csv": "results.csv",
         },
+        recorded=(
+            "The two parents are the language-model ablation's RoPE runs ([lm.md](lm.md): the "
+            "same model, recipe and seeds), copied into the study's folder. A first invocation "
+            "evaluated them under the four rules and trained the two runs from scratch (17.4 "
+            "min with 2 workers on the same machine, other work sharing its cores), then "
+            "stopped before the children on an error since fixed; sweep.json times the second "
+            "invocation, which trained and evaluated the six fine-tuned runs."
+        ),
     ),
     # --- end of the language-modelling track's families -----------------------------------
 }
@@ -426,7 +434,7 @@ def extend_page(folder: Path, publish: str) -> str:
     the commands that make one."""
     if not (folder / "results.json").is_file():
         return unpublished(FAMILIES["lm-extend"], publish, "--lm-extend")
-    return lm_extend_page(folder, publish)
+    return lm_extend_page(folder, publish, FAMILIES["lm-extend"].recorded)
 
 
 # --- end of the language-modelling track's pages ------------------------------------------
