@@ -324,3 +324,20 @@ def test_study_refuses_bad_input(tmp_path):
     study_file.write_text("out_dir: x\nbase: {}\ngrid: {}\n")
     with pytest.raises(ConfigError, match="unknown sections"):
         read_study(study_file)
+
+
+def test_a_parent_with_another_schemes_options_can_be_compared_with_its_child():
+    """A parent trained by a sweep over several schemes keeps their options (configs/lm.yaml's
+    RoPE runs hold ``model.options.learned``); a child without them differs there, not in its
+    architecture, and the difference is named instead of failing with a KeyError."""
+    from lab.common.config import changed_keys
+    from lab.training.extend import check_architecture
+
+    parent = load_config(None, ["model.position=rope", "model.options.learned.max_positions=1024"])
+    child = load_config(None, ["model.position=rope", "model.options.rope.theta=500000.0"])
+    assert changed_keys(parent, child) == {
+        "model.options.learned.max_positions": (1024, None),
+        "model.options.rope.theta": (10000.0, 500000.0),
+    }
+    assert changed_keys(child, parent)["model.options.learned.max_positions"] == (None, 1024)
+    check_architecture(parent, child)  # no error: the architecture is the same

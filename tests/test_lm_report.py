@@ -328,16 +328,16 @@ def test_write_reports_sends_lm_runs_to_their_own_files(tmp_path: Path) -> None:
 
 
 def test_a_synthetic_sweep_writes_what_it_wrote_before(tmp_path: Path) -> None:
-    """The committed ablation's results.json gives back its committed results.csv byte for byte,
-    and the report names only synthetic files."""
+    """The committed ablation's results.json gives back its committed results.csv and report.md
+    byte for byte (no passkey section or figure without passkey grids), and the report names
+    only synthetic files."""
     folder = tmp_path / "ablation"
     shutil.copytree(RESULTS / "ablation", folder)
     results = json.loads((folder / "results.json").read_text())
     paths = write_reports(results, tmp_path / "out")
-    assert (tmp_path / "out" / "results.csv").read_bytes() == (folder / "results.csv").read_bytes()
-    assert (tmp_path / "out" / "results.json").read_bytes() == (
-        folder / "results.json"
-    ).read_bytes()
+    for name in ("results.csv", "results.json", "report.md"):
+        assert (tmp_path / "out" / name).read_bytes() == (folder / name).read_bytes(), name
+    assert not (tmp_path / "out" / "passkey_grid.png").exists()
     assert sorted(paths) == [
         "csv",
         "json",

@@ -367,3 +367,26 @@ def test_the_passkey_sweep_and_its_rope_rules_load() -> None:
         "",
         *(f"scaling{r}-scaling_factor4" for r in ("dynamic", "linear", "ntk", "yarn")),
     ]
+
+
+def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Path) -> None:
+    """write_reports on runs holding a passkey grid (the committed ablation's runs, given the
+    grids of RESULTS) adds passkey_grid.png and a "Passkey retrieval" section holding the
+    passkey table and the figure, before the runs; the rest of report.md is unchanged."""
+    from lab.reporting.pages import RESULTS as PUBLISHED
+    from lab.reporting.report import write_reports
+
+    runs = json.loads((PUBLISHED / "ablation" / "results.json").read_text())[:4]
+    plain = (write_reports(runs, tmp_path / "plain")["markdown"]).read_text()
+    for run, grid in zip(runs, RESULTS, strict=True):
+        run["passkey"] = grid["passkey"]
+    paths = write_reports(runs, tmp_path / "grid")
+    assert paths["passkey"] == tmp_path / "grid" / "passkey_grid.png"
+    assert paths["passkey"].read_bytes()[:4] == b"\x89PNG"
+    report = paths["markdown"].read_text()
+    head, rest = report.split("## Passkey retrieval\n\n", 1)
+    section, tail = rest.split("## Runs\n", 1)
+    table = passkey_table(runs)  # three none runs (seeds pooled), then learned
+    assert table in section and table.splitlines()[3] == "| `learned` | 1 | 96.7 | — | 0.5 (90.0) |"
+    assert "![passkey exact-match by depth and length](passkey_grid.png)" in section
+    assert head + "## Runs\n" + tail == plain

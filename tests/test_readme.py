@@ -265,3 +265,82 @@ def test_publish_help_states_the_whole_description(capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     first = " ".join(readme.__doc__.split("\n\n")[0].split()).replace("``", "")
     assert first.endswith("(or check them).") and first in out
+
+
+# --- language-modelling track: the lm, passkey and lm-extend pages ----------------------------
+
+
+def same_files(made: Path, committed: Path, names: dict[str, str]) -> None:
+    """Each file ``made/NAME`` has the bytes of ``committed/COPY`` (``names``: NAME -> COPY)."""
+    for name, copy in names.items():
+        assert (made / name).read_bytes() == (committed / copy).read_bytes(), (
+            f"{committed.name}/{copy}"
+        )
+
+
+def test_the_lm_page_and_its_report_come_from_its_committed_runs(tmp_path: Path) -> None:
+    """docs/results/lm/: the report writer makes the committed report.md, results.csv and
+    results.json from the committed results.json; the page holds its perplexity table, the
+    five schemes' findings and both figures."""
+    from lab.lm.findings import lm_findings
+    from lab.lm.report import perplexity_table, write_lm_reports
+
+    results = json.loads((RESULTS / "lm" / "results.json").read_text())
+    write_lm_reports(results, tmp_path)
+    names = {"lm_report.md": "report.md", "lm_results.csv": "results.csv"}
+    same_files(tmp_path, RESULTS / "lm", {**names, "lm_results.json": "results.json"})
+    page = (RESULTS / "lm.md").read_text()
+    assert {r["position"] for r in results} == {"none", "learned", "sinusoidal", "rope", "alibi"}
+    assert perplexity_table(results, "text") in page
+    assert all(line in page for line in lm_findings(results)) and len(lm_findings(results)) == 5
+    for figure in ("perplexity_vs_length.png", "loss_vs_position.png"):
+        assert f"(lm/{figure})" in page and (RESULTS / "lm" / figure).is_file()
+
+
+def test_the_passkey_page_and_its_report_come_from_its_committed_runs(tmp_path: Path) -> None:
+    """docs/results/passkey/: the sweep's report writer makes the committed report.md,
+    results.csv and results.json from the committed results.json; the page holds the passkey
+    table (every scheme, and RoPE under each of four rules) and the heatmaps."""
+    from lab.lm.passkey import grouped, passkey_table
+    from lab.reporting.report import write_reports
+
+    results = json.loads((RESULTS / "passkey" / "results.json").read_text())
+    write_reports(results, tmp_path)
+    same_files(
+        tmp_path, RESULTS / "passkey", {n: n for n in ("report.md", "results.csv", "results.json")}
+    )
+    labels = list(grouped(results))
+    assert len(labels) == 9 and {label.split(" ")[0] for label in labels} == {
+        "none",
+        "learned",
+        "sinusoidal",
+        "rope",
+        "alibi",
+    }, labels
+    assert sum(label.startswith("rope [scaling=") for label in labels) == 4, labels
+    page = (RESULTS / "passkey.md").read_text()
+    assert (
+        passkey_table(results) in page
+        and passkey_table(results) in (RESULTS / "passkey" / "report.md").read_text()
+    )
+    assert (
+        "(passkey/passkey_grid.png)" in page
+        and (RESULTS / "passkey" / "passkey_grid.png").is_file()
+    )
+
+
+def test_the_extend_page_and_its_report_come_from_its_committed_runs(tmp_path: Path) -> None:
+    """docs/results/lm-extend/: the extend report writer makes the committed report.md and
+    results.csv from the committed results.json; the page holds its perplexity table, paired
+    tests and both findings."""
+    from lab.lm import extend_report
+
+    results = json.loads((RESULTS / "lm-extend" / "results.json").read_text())
+    extend_report.write_extend_report(results, tmp_path)
+    names = {"extend_report.md": "report.md", "extend_results.csv": "results.csv"}
+    same_files(tmp_path, RESULTS / "lm-extend", names)
+    page = (RESULTS / "lm-extend.md").read_text()
+    assert extend_report.report_text(results) in page
+    kinds = {kind for kind, _ in extend_report.grouped(results)[1]}
+    assert kinds == set(extend_report.KINDS)
+    assert page.count("- Peng et al. 2023") == 1 and page.count("- Chen et al. 2023") == 1

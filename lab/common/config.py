@@ -237,9 +237,11 @@ def check_overrides(overrides: list[str] | tuple[str, ...]) -> None:
 
 
 def changed_keys(before: Config, after: Config) -> dict[str, tuple[Any, Any]]:
-    """Dotted key -> ``(before, after)`` for every leaf value that differs."""
+    """Dotted key -> ``(before, after)`` for every leaf value that differs; a key only one side
+    has (e.g. another scheme's options, kept by one config only) has None on the other."""
     old, new = _flatten(config_to_dict(before)), _flatten(config_to_dict(after))
-    return {k: (old[k], new[k]) for k in old if old[k] != new[k]}
+    keys = [*old, *(k for k in new if k not in old)]
+    return {k: (old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)}
 
 
 def _flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -11,7 +11,9 @@ Shape of the document (every figure computed from the runs' ``eval.json`` dicts)
 4. the findings against the literature (:mod:`lab.reporting.findings`);
 5. per task, exact-match and minimal pairs at every evaluated length, mean over seeds with a
    t-interval;
-6. one row per run, and the runs' notes.
+6. when runs hold a passkey depth x length grid (:mod:`lab.lm.passkey`), the passkey table and
+   the heatmaps (``passkey_grid.png``); sweeps without one have no such section;
+7. one row per run, and the runs' notes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from data.streams import evaluation_set
 from lab.common.config import config_from_dict
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
+from lab.lm.passkey import passkey_table
 from lab.reporting.aggregate import (
     groups,
     headline_table,
@@ -102,6 +105,32 @@ def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[s
     return [*lines, *heading("Findings against the literature"), *findings(results), ""]
 
 
+PASSKEY_FIGURE = "passkey_grid.png"
+"""The sweep's passkey heatmaps (:func:`lab.lm.passkey_figure.passkey_figure`), beside
+``report.md``, written only when a run holds a passkey grid."""
+
+
+def passkey_section(results: list[Result]) -> list[str]:
+    """The "Passkey retrieval" section of ``report.md`` as Markdown lines: the table of
+    :func:`lab.lm.passkey.passkey_table` and the heatmaps; empty when no run holds a grid."""
+    table = passkey_table(results)
+    if not table:
+        return []
+    return [
+        "## Passkey retrieval",
+        "",
+        "Exact-match of the key in percent, per scheme and evaluation rule (mean over seeds), "
+        "at each multiple of the longest training length: the mean over the key's depths, and "
+        "the depth with the lowest mean over the lengths (its mean in brackets; a dash when "
+        "every depth scores alike). Heatmaps: one cell per depth and length.",
+        "",
+        table,
+        "",
+        f"![passkey exact-match by depth and length]({PASSKEY_FIGURE})",
+        "",
+    ]
+
+
 def markdown_report(results: list[Result], out_dir: str | Path | None = None) -> str:
     """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order)."""
     lines = ["# Evaluation report", "", *answer(results, lambda title: [f"## {title}", ""])]
@@ -109,6 +138,7 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
         lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
         pairs = lengths_table(results, task, "pair_accuracy")
         lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
+    lines += passkey_section(results)
     lines += ["## Runs", "", summary_table(results, out_dir), ""]
     lines += ["## Position options", "", *position_options(results, out_dir), ""]
     lines += ["## Task options", "", *task_options(results), ""]

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
+from lab.lm.extend_report import lm_extend_page
 from lab.lm.findings import lm_findings
+from lab.lm.passkey import passkey_table
 from lab.lm.report import EXPLAINED, corpus_lines, perplexity_table, ratio_table
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
@@ -113,6 +115,34 @@ FAMILIES = {
             "loss_vs_position.png": "loss_vs_position.png",
         },
     ),
+    # --- language-modelling track: passkey retrieval, extend then fine-tune ----------------
+    "passkey": Family(
+        "passkey",
+        "Passkey retrieval by depth and length",
+        "python sweep.py --config configs/passkey.yaml",
+        {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
+        | {name: name for name in (*FIGURES, "passkey_grid.png")},
+    ),
+    "lm-extend": Family(
+        "lm-extend",
+        "Extend, then fine-tune: RoPE extension rules on text",
+        "python sweep.py --extend-study configs/lm_extend.yaml",
+        {
+            "results.json": "results.json",
+            "sweep.json": "sweep.json",
+            "extend_report.md": "report.md",
+            "extend_results.csv": "results.csv",
+        },
+        recorded=(
+            "The two parents are the language-model ablation's RoPE runs ([lm.md](lm.md): the "
+            "same model, recipe and seeds), copied into the study's folder. A first invocation "
+            "evaluated them under the four rules and trained the two runs from scratch (17.4 "
+            "min with 2 workers on the same machine, other work sharing its cores), then "
+            "stopped before the children on an error since fixed; sweep.json times the second "
+            "invocation, which trained and evaluated the six fine-tuned runs."
+        ),
+    ),
+    # --- end of the language-modelling track's families -----------------------------------
 }
 
 
@@ -194,7 +224,7 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
     command, runs, seeds, wall time and machine, from ``sweep.json`` where there is one, else
     from the runs' ``machine`` fields and :attr:`Family.recorded`."""
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in results}))
-    head = f"`{family.command}`: {len(results)} runs, seed(s) {seeds}"
+    head = f"`{family.command}`: {runs_count(results)}, seed(s) {seeds}"
     if sweep is not None:
         return (
             f"{head}, in **{sweep['seconds'] / 60:.1f} min** with {sweep['workers']} worker(s) "
@@ -203,6 +233,13 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
     machines = sorted({describe(r["machine"]) for r in results if r.get("machine")})
     where = f" on {'; '.join(machines)}" if machines else ""
     return f"{head}{where}; {family.recorded}."
+
+
+def runs_count(results: list[Result]) -> str:
+    """``'30 runs'``; ``'5 runs (9 evaluations)'`` when runs were evaluated under several
+    settings (``eval.position_options`` axes: one ``eval.json`` each, one run folder)."""
+    runs = len({r.get("run_dir") or i for i, r in enumerate(results)})
+    return f"{runs} runs" + (f" ({len(results)} evaluations)" if runs != len(results) else "")
 
 
 def steps_line(results: list[Result]) -> str:
@@ -344,10 +381,70 @@ def lm_page(folder: Path, publish: str) -> str:
     return "\n".join([*lines, files_line("lm", names), ""])
 
 
+# --- language-modelling track: passkey retrieval, extend then fine-tune --------------------
+
+
+def unpublished(family: Family, publish: str, flag: str) -> str:
+    """The page of a family with no published sweep yet: the commands that make and publish
+    one."""
+    return "\n".join(
+        [
+            *header(family, publish),
+            f"No sweep is published here yet. Make one with `{family.command}`, then publish it "
+            f"with `{publish} {flag} RUNS`.",
+            "",
+        ]
+    )
+
+
+def passkey_page(folder: Path, publish: str) -> str:
+    """``docs/results/passkey.md``: provenance, one row per run and evaluation rule, the passkey
+    table per scheme and rule (:func:`lab.lm.passkey.passkey_table`), the heatmaps, the files;
+    until a sweep is published there, the commands that make one."""
+    family = FAMILIES["passkey"]
+    if not (folder / "results.json").is_file():
+        return unpublished(family, publish, "--passkey")
+    results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
+    lines = [*header(family, publish), provenance(results, sweep, family), steps_line(results)]
+    lines += ["", "## Runs", "", summary_table(results, "runs/passkey"), ""]
+    lines += [
+        "## Passkey retrieval",
+        "",
+        "Exact-match of the 5-digit key in percent, per scheme and RoPE extension rule applied "
+        "at evaluation (`scaling_factor` 4; no training), at each multiple of the longest "
+        "training length: the mean over the key's depths 0, 0.1, ..., 1, and the depth with "
+        "the lowest mean over the lengths (its mean in brackets; a dash when every depth "
+        "scores alike).",
+        "",
+        passkey_table(results),
+        "",
+        "![passkey exact-match by depth and length](passkey/passkey_grid.png)",
+        "",
+        "The exact-match at every length, the significance tests and the findings are in "
+        "[report.md](passkey/report.md).",
+        "",
+    ]
+    names = ["report.md", "results.csv", "results.json", "sweep.json"]
+    return "\n".join([*lines, files_line("passkey", names), ""])
+
+
+def extend_page(folder: Path, publish: str) -> str:
+    """``docs/results/lm-extend.md``: :func:`lab.lm.extend_report.lm_extend_page` (provenance,
+    perplexity by length, paired tests, findings, files); until a study is published there,
+    the commands that make one."""
+    if not (folder / "results.json").is_file():
+        return unpublished(FAMILIES["lm-extend"], publish, "--lm-extend")
+    return lm_extend_page(folder, publish, FAMILIES["lm-extend"].recorded)
+
+
+# --- end of the language-modelling track's pages ------------------------------------------
+
 PAGES = {
     "ablation": ablation_page,
     "v2": v2_page,
     "suite": suite_page,
     "rope-scaling": rope_scaling_page,
     "lm": lm_page,
+    "passkey": passkey_page,  # language-modelling track
+    "lm-extend": extend_page,  # language-modelling track
 }

@@ -1,6 +1,7 @@
 """A sweep's cross-run report folder: ``results.csv`` (one row per run x length), ``results.json``
-(the list of ``eval.json`` dicts), ``report.md`` and its three figures; language-model runs get
-their own files beside them (:mod:`lab.lm.report`)."""
+(the list of ``eval.json`` dicts), ``report.md`` and its three figures, and the passkey heatmaps
+when runs hold a passkey grid; language-model runs get their own files beside them
+(:mod:`lab.lm.report`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import ordered
+from lab.lm.passkey_figure import passkey_figure
 from lab.lm.report import LM_REPORT_NAMES, write_lm_reports
 from lab.reporting import sweep_figures
-from lab.reporting.overview import markdown_report
+from lab.reporting.overview import PASSKEY_FIGURE, markdown_report
 from lab.reporting.tables import CSV_COLUMNS, csv_rows
 
 REPORT_NAMES = (
@@ -24,8 +26,10 @@ REPORT_NAMES = (
     "accuracy_vs_length.png",
     "learning_speed.png",
     "order_sensitivity.png",
+    PASSKEY_FIGURE,
 )
-"""The files :func:`write_reports` writes into its folder."""
+"""The files :func:`write_reports` writes into its folder (the last only when a run holds a
+passkey grid)."""
 
 
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
@@ -40,8 +44,8 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
 
     Returns:
         ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path
-        written (synthetic runs), and the keys of :func:`lab.lm.report.write_lm_reports` (LM
-        runs).
+        written (synthetic runs; ``"passkey"`` too when a run holds a passkey grid), and the
+        keys of :func:`lab.lm.report.write_lm_reports` (LM runs).
 
     Raises:
         IsADirectoryError: a folder stands where one of :data:`REPORT_NAMES` or
@@ -79,5 +83,8 @@ def write_synthetic_reports(results: list[dict[str, Any]], out_dir: str | Path) 
         sweep_figures.order_sensitivity_figure(results), out / "order_sensitivity.png"
     )
 
+    if any(r.get("passkey") for r in results):
+        passkey_figure(results, out / PASSKEY_FIGURE)
+        paths["passkey"] = out / PASSKEY_FIGURE
     atomic_write(paths["markdown"], markdown_report(results, out))
     return paths
