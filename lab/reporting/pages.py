@@ -114,6 +114,10 @@ FAMILIES = {
             "perplexity_vs_length.png": "perplexity_vs_length.png",
             "loss_vs_position.png": "loss_vs_position.png",
         },
+        recorded=(
+            "The 2 cores were shared with other jobs while it ran (other sweeps and a test "
+            "suite; load average 6 to 8), so this wall time overstates the sweep's own"
+        ),
     ),
     # --- language-modelling track: passkey retrieval, extend then fine-tune ----------------
     "passkey": Family(
@@ -367,6 +371,7 @@ def lm_page(folder: Path, publish: str) -> str:
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     steps = sorted({r["train_steps"] for r in results if r["train_steps"] is not None})
     lines = [*header(family, publish), provenance(results, sweep, family)]
+    lines += [f"{family.recorded}." if sweep is not None and family.recorded else ""]
     lines += [f"Training steps per run: {', '.join(map(str, steps))}.", "", *corpus_lines(results)]
     lines += ["", EXPLAINED, ""]
     for task in sorted({r["task"] for r in results}):
