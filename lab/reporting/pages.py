@@ -54,6 +54,12 @@ class Family:
 SWEEP_FILES = {"results.json": "results.json", "report.md": "report.md"}
 FIGURES = ("accuracy_vs_length.png", "learning_speed.png", "order_sensitivity.png")
 """The figures of a sweep's report folder, which its report.md shows."""
+SHARED_CORES = (
+    "The 2 cores were shared with other jobs while it ran (other sweeps and a test suite; load "
+    "average 6 to 8), so this wall time overstates the sweep's own"
+)
+"""The note of a page whose sweep ran beside other work."""
+
 FAMILIES = {
     "ablation": Family(
         "ablation",
@@ -114,10 +120,7 @@ FAMILIES = {
             "perplexity_vs_length.png": "perplexity_vs_length.png",
             "loss_vs_position.png": "loss_vs_position.png",
         },
-        recorded=(
-            "The 2 cores were shared with other jobs while it ran (other sweeps and a test "
-            "suite; load average 6 to 8), so this wall time overstates the sweep's own"
-        ),
+        recorded=SHARED_CORES,
     ),
     # --- language-modelling track: passkey retrieval, extend then fine-tune ----------------
     "passkey": Family(
@@ -126,6 +129,7 @@ FAMILIES = {
         "python sweep.py --config configs/passkey.yaml",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, "passkey_grid.png")},
+        recorded=SHARED_CORES,
     ),
     "lm-extend": Family(
         "lm-extend",
@@ -237,6 +241,12 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
     machines = sorted({describe(r["machine"]) for r in results if r.get("machine")})
     where = f" on {'; '.join(machines)}" if machines else ""
     return f"{head}{where}; {family.recorded}."
+
+
+def noted(family: Family, sweep: dict[str, Any] | None) -> str:
+    """:attr:`Family.recorded` as a sentence under a provenance line that came from
+    ``sweep.json`` (which records the time, not what else ran), else ``""``."""
+    return f"{family.recorded}." if sweep is not None and family.recorded else ""
 
 
 def runs_count(results: list[Result]) -> str:
@@ -370,8 +380,7 @@ def lm_page(folder: Path, publish: str) -> str:
         )
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     steps = sorted({r["train_steps"] for r in results if r["train_steps"] is not None})
-    lines = [*header(family, publish), provenance(results, sweep, family)]
-    lines += [f"{family.recorded}." if sweep is not None and family.recorded else ""]
+    lines = [*header(family, publish), provenance(results, sweep, family), noted(family, sweep)]
     lines += [f"Training steps per run: {', '.join(map(str, steps))}.", "", *corpus_lines(results)]
     lines += ["", EXPLAINED, ""]
     for task in sorted({r["task"] for r in results}):
@@ -410,8 +419,8 @@ def passkey_page(folder: Path, publish: str) -> str:
     if not (folder / "results.json").is_file():
         return unpublished(family, publish, "--passkey")
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
-    lines = [*header(family, publish), provenance(results, sweep, family), steps_line(results)]
-    lines += ["", "## Runs", "", summary_table(results, "runs/passkey"), ""]
+    lines = [*header(family, publish), provenance(results, sweep, family), noted(family, sweep)]
+    lines += [steps_line(results), "", "## Runs", "", summary_table(results, "runs/passkey"), ""]
     lines += [
         "## Passkey retrieval",
         "",
