@@ -231,8 +231,9 @@ def test_report_roles_table_and_paired_tests_on_fixtures(study_records):
     assert ("zero-shot", "dynamic s=1") in groups and ("fine-tuned", "yarn s=4") in groups
     table = rep.perplexity_table(study_records)
     trained = [math.exp(sum(_windows(2.8, 0.01 * s)) / 40) for s in (0, 1)]
-    interval = rep.t_interval(trained)
-    assert f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]" in table
+    interval = rep.t_interval([math.log(p) for p in trained])  # geometric mean, positive bounds
+    low, mean, high = (math.exp(x) for x in (interval.low, interval.mean, interval.high))
+    assert f"{mean:.2f} [{low:.2f}, {high:.2f}]" in table
     tests = {(a, b): t for a, b, t in rep.comparisons(study_records)}
     yarn = tests[("zero-shot yarn s=4", "as trained")]
     pooled_a = _windows(2.8, -1.0) * 2

@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,9 @@ def row_at(result: Result, length: int) -> dict[str, Any] | None:
 
 
 def perplexity_cell(runs: dict[int, Result], length: int) -> str:
-    """One seed: its perplexity with the bootstrap 95% interval over windows; several: the mean
-    over seeds with a 95% t-interval; ``-`` when a seed lacks the length."""
+    """One seed: its perplexity with the bootstrap 95% interval over windows; several: the
+    geometric mean over seeds with a 95% t-interval of the mean loss, exponentiated (so the
+    interval stays positive); ``-`` when a seed lacks the length."""
     rows = [row_at(run, length) for run in runs.values()]
     if not rows or None in rows:
         return "-"
@@ -138,8 +140,11 @@ def perplexity_cell(runs: dict[int, Result], length: int) -> str:
         return (
             f"{row['perplexity']:.2f} [{row['perplexity_low']:.2f}, {row['perplexity_high']:.2f}]"
         )
-    interval = t_interval([row["perplexity"] for row in rows])
-    return f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+    interval = t_interval([math.log(row["perplexity"]) for row in rows])
+    return (
+        f"{math.exp(interval.mean):.2f} "
+        f"[{math.exp(interval.low):.2f}, {math.exp(interval.high):.2f}]"
+    )
 
 
 def multiples(results: list[Result], original: int) -> list[int]:
@@ -230,7 +235,10 @@ def words(test: Paired) -> str:
         text += f" [{interval.low:.2f}, {interval.high:.2f}] over {len(test.ratio)} seeds"
     text += f", Wilcoxon p={test.p_value:.1e} over {test.windows} windows"
     if test.significant:
-        return f"{text}, significant"
+        seeds = ""
+        if len(test.ratio) > 1 and interval.low <= 1 <= interval.high:
+            seeds = f"; over {len(test.ratio)} seeds alone the interval includes 1"
+        return f"{text}, significant over windows (p < {ALPHA}, one sign in every seed){seeds}"
     if test.p_value < ALPHA:
         return f"{text}, not significant: the ratio is not on one side of 1 in every seed"
     return f"{text}, not significant (needs p < {ALPHA})"
@@ -356,8 +364,8 @@ def report_text(results: list[Result]) -> str:
             f"## Perplexity by length (L = {original} tokens)",
             "",
             "Held-out perplexity at multiples of the parents' training length L; one seed: "
-            "its 95% bootstrap interval over windows; several: mean over seeds with a 95% "
-            "t-interval.",
+            "its 95% bootstrap interval over windows; several: the geometric mean over seeds with "
+            "a 95% t-interval of the mean loss, exponentiated.",
             "",
             perplexity_table(results),
             "",
