@@ -83,6 +83,18 @@ def test_learnability_table_by_hand() -> None:
     assert changed_options(learned) == "max_positions=256"
 
 
+def test_a_length_aware_softmax_is_in_the_scheme_label() -> None:
+    """RoPE with and without SSMax in one sweep are two schemes, not seeds of one."""
+    from lab.evaluation.labels import scheme_label
+
+    def result(**model: str) -> dict:
+        return {"position": "rope", "task": "none", "config": {"model": model, "eval": {}}}
+
+    assert scheme_label(result(softmax_scale="ssmax")) == "rope (ssmax)"
+    assert scheme_label(result(softmax_scale="logn")) == "rope (logn)"
+    assert scheme_label(result(softmax_scale="none")) == scheme_label(result()) == "rope"
+
+
 def rows(table: str) -> list[list[str]]:
     """The body rows of a Markdown table, as stripped cells (`\\|` kept inside a cell)."""
     lines = [line for line in table.splitlines() if line.startswith("|")][2:]
