@@ -13,7 +13,8 @@ from lab.bench import report as bench_report
 from lab.bench.block_sweep import ratio_table
 from lab.bench.report import peer_table, scheme_table
 from lab.reporting import readme
-from lab.reporting.pages import FAMILIES, RESULTS
+from lab.reporting.aggregate import headline_table, tasks
+from lab.reporting.pages import FAMILIES, RESULTS, changed_options, learnability_table
 from lab.reporting.readme import BEGIN, END, README, TASKS_BEGIN, TASKS_END, render, task_row
 from lab.reporting.suite_table import settings, suite_table, timing
 
@@ -46,6 +47,52 @@ def test_the_benchmark_pages_hold_the_tables_of_their_committed_json() -> None:
                     assert ratio_table(results, length) in page, f"{path} at {length}"
             else:
                 assert scheme_table(results) in page and peer_table(results) in page, path
+
+
+SWEEP_SECTIONS = {"v3": "v3", "v3-variants": "v3/variants", "hybrids": "hybrids"}
+"""The version-3 and hybrid families -> their folder under docs/results."""
+
+
+def test_the_v3_and_hybrid_pages_hold_the_tables_of_their_committed_json() -> None:
+    """Each published sweep's learnability table and per-task headline tables, computed from
+    the results.json beside its page, are on the page; an unpublished one says so."""
+    for family, folder in SWEEP_SECTIONS.items():
+        page = (RESULTS / f"{FAMILIES[family].name}.md").read_text()
+        path = RESULTS / folder / "results.json"
+        if not path.is_file():
+            assert f"Not run yet: `{FAMILIES[family].command}`." in page, family
+            continue
+        results = json.loads(path.read_text())
+        assert learnability_table(results) in page, family
+        for task in tasks(results):
+            assert headline_table(results, task) in page, (family, task)
+        assert f"{len(results)} runs" in page, family
+
+
+def test_learnability_table_by_hand() -> None:
+    """The ablation's three RoPE copy runs with their in-distribution exact-match set to 50%,
+    97% and 99% (seeds 0, 1, 2): mean 82.0%, seed 0 50.0%, lowest 50.0%, two seeds at 95% or
+    more, the same two learned; the learned table's non-default option is named."""
+    runs = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    rope = [r for r in runs if r["position"] == "rope" and r["task"] == "copy"]
+    for run, value in zip(sorted(rope, key=lambda r: r["seed"]), (0.5, 0.97, 0.99), strict=True):
+        run["summary"] = {**run["summary"], "in_dist": value}
+    table = rows(learnability_table(rope))
+    assert table == [["copy", "rope", "—", "3", "82.0%", "50.0%", "50.0%", "2", "2", "0.0%"]]
+    learned = next(r for r in runs if r["position"] == "learned")
+    assert changed_options(learned) == "max_positions=256"
+
+
+def test_a_length_aware_softmax_is_in_the_scheme_label() -> None:
+    """RoPE with and without SSMax in one sweep are two schemes, not seeds of one."""
+    from lab.evaluation.labels import scheme_label
+
+    def result(**model: str) -> dict:
+        return {"position": "rope", "task": "none", "config": {"model": model, "eval": {}}}
+
+    assert scheme_label(result(softmax_scale="ssmax")) == "rope (ssmax)"
+    assert scheme_label(result(softmax_scale="logn")) == "rope (logn)"
+    assert scheme_label(result(softmax_scale="none")) == scheme_label(result()) == "rope"
 
 
 def rows(table: str) -> list[list[str]]:
@@ -233,7 +280,11 @@ def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     assert readme.main([]) == 0  # current first: a task registered since then joins the table
     capsys.readouterr()
     before = snapshot(tmp_path)
-    assert readme.main([str(results / "ablation"), "--v2", str(results / "v2")]) == 0
+    folders = [str(results / "ablation"), "--v2", str(results / "v2")]
+    for family, folder in SWEEP_SECTIONS.items():
+        if (results / folder / "results.json").is_file():
+            folders += [f"--{family}", str(results / folder)]
+    assert readme.main(folders) == 0
     assert "rewrote 0 of" in capsys.readouterr().out
     assert snapshot(tmp_path) == before
 

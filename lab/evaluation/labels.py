@@ -48,13 +48,16 @@ def scheme_label(result: dict[str, Any]) -> str:
     """The position scheme (a hybrid layout or sliding window as :func:`model.layout.describe`
     writes it, e.g. ``rope*3,none``), marked ``(bidirectional)`` for non-causal models and
     ``(randomized eval)`` for a model trained to be evaluated on random positions
-    (``model.randomized_eval``), with its :func:`task_options_label` and
+    (``model.randomized_eval``) and ``(logn)`` or ``(ssmax)`` for a length-aware softmax
+    (``model.softmax_scale``), with its :func:`task_options_label` and
     :func:`evaluation_label`."""
     model = result["config"]["model"]
     causal = model.get("causal", True)
     scheme = layout_label(model) or result["position"]
     marked = scheme + ("" if causal else " (bidirectional)")
     marked += " (randomized eval)" if model.get("randomized_eval") else ""
+    scale = model.get("softmax_scale", "none")
+    marked += "" if scale == "none" else f" ({scale})"
     return marked + task_options_label(result) + evaluation_label(result)
 
 

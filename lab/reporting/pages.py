@@ -1,6 +1,6 @@
 """The generated result pages of sweeps: ``docs/results/NAME.md``, each made from the committed
-files in ``docs/results/NAME/`` beside it (the ablation, the version-2 schemes, the task suite,
-RoPE context extension, language modelling).
+files in ``docs/results/NAME/`` beside it (the ablation, the version-2 and version-3 schemes,
+hybrid layouts, the task suite, RoPE context extension, language modelling).
 
 A page states once the command, machine, seeds and wall time that produced it, read from the
 committed ``sweep.json`` and the runs' ``machine`` fields; what a family's files do not record
@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
+from lab.evaluation.learned import LEARNED, is_learned
 from lab.lm.extend_report import lm_extend_page
 from lab.lm.findings import lm_findings
 from lab.lm.passkey import passkey_table
 from lab.lm.report import EXPLAINED, corpus_lines, perplexity_table, ratio_table
+from lab.reporting.aggregate import groups, headline_table, tasks
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
-from lab.reporting.tables import format_table, summary_table
+from lab.reporting.tables import DASH, format_table, percent, summary_table
+from model.position import scheme_class
+from registry import options_dict
 
 Result = dict[str, Any]
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
@@ -60,6 +64,8 @@ SHARED_CORES = (
 )
 """The note of a page whose sweep ran beside other work."""
 
+SWEEP_COPIES = {**SWEEP_FILES, "sweep.json": "sweep.json"} | {name: name for name in FIGURES}
+"""A sweep's report, results, timing and figures, under their own names."""
 FAMILIES = {
     "ablation": Family(
         "ablation",
@@ -74,6 +80,24 @@ FAMILIES = {
         "python sweep.py position=t5,fire,kerple,xpos,cope seed=0 out_dir=runs/v2",
         {**SWEEP_FILES} | {name: name for name in FIGURES},
         optional=("sweep.json",),
+    ),
+    "v3": Family(
+        "v3",
+        "The version-3 schemes and options",
+        "python sweep.py --config configs/v3.yaml",
+        SWEEP_COPIES,
+    ),
+    "v3-variants": Family(
+        "v3",
+        "The version-3 schemes and options",
+        "python sweep.py --config configs/v3_variants.yaml",
+        {name: f"variants/{copy}" for name, copy in SWEEP_COPIES.items()},
+    ),
+    "hybrids": Family(
+        "hybrids",
+        "Hybrid layouts",
+        "python sweep.py --config configs/hybrids.yaml",
+        SWEEP_COPIES,
     ),
     "suite": Family(
         "suite",
@@ -453,9 +477,129 @@ def extend_page(folder: Path, publish: str) -> str:
 
 # --- end of the language-modelling track's pages ------------------------------------------
 
+SWEEP_SEEDS = [0, 1, 2]
+"""The seeds of the version-3 and hybrid sweep files; a page of other seeds names them."""
+
+
+def sweep_provenance(results: list[Result], sweep: dict[str, Any], family: Family) -> str:
+    """``'`CMD`: 24 runs, seed(s) 0, 1, 2, the last pass in **9.1 min** (trained 16, skipped 8)
+    with 2 worker(s) on MACHINE.'``: the command (with ``seed=...`` when the runs hold other
+    seeds than :data:`SWEEP_SEEDS`), runs, seeds, and the time and run counts of the pass that
+    wrote ``sweep.json`` (``skipped``: runs finished by an earlier pass, e.g. ``seed=0``)."""
+    seeds = sorted({r["seed"] for r in results})
+    command = family.command
+    if seeds != SWEEP_SEEDS:
+        command += f" seed={','.join(map(str, seeds))}"
+    counts = ", ".join(f"{kind} {n}" for kind, n in sweep["runs"].items())
+    return (
+        f"`{command}`: {len(results)} runs, seed(s) {', '.join(map(str, seeds))}, the last pass "
+        f"in **{sweep['seconds'] / 60:.1f} min** ({counts}) with {sweep['workers']} worker(s) "
+        f"on {sweep['machine']}."
+    )
+
+
+FILLED = ("original_max_position",)
+"""Scheme options whose default is a placeholder filled in when a run's config is built."""
+
+
+def changed_options(result: Result) -> str:
+    """The trained options of the run's scheme that differ from their defaults, e.g.
+    ``'p=0.75'``, or ``''`` (a placeholder of :data:`FILLED` aside)."""
+    defaults = options_dict(scheme_class(result["position"]).Options())
+    saved = (result["config"]["model"].get("options") or {}).get(result["position"]) or {}
+    changed = [f"{k}={v}" for k, v in saved.items() if k not in FILLED and defaults.get(k) != v]
+    return ", ".join(changed)
+
+
+def learnability_table(results: list[Result]) -> str:
+    """Per task and scheme (its :func:`changed_options` beside it): in-distribution exact-match
+    over every seed (learned or not), its mean, seed 0's and the lowest, how many seeds reach
+    :data:`LEARNED`, how many count as learned (:mod:`lab.evaluation.learned`), and the mean
+    exact-match at 2x over every seed."""
+    rows = []
+    for task in tasks(results):
+        for scheme, runs in groups(results, task).items():
+            in_dist = [r["summary"]["in_dist"] or 0.0 for r in runs]
+            at_2x = [r["summary"]["at"].get("2x") for r in runs]
+            seed0 = [r["summary"]["in_dist"] for r in runs if r["seed"] == 0]
+            rows.append(
+                [task, scheme, changed_options(runs[0]) or DASH, str(len(runs))]
+                + [percent(sum(in_dist) / len(in_dist)), percent(seed0[0]) if seed0 else DASH]
+                + [percent(min(in_dist)), str(sum(v >= LEARNED for v in in_dist))]
+                + [str(sum(map(is_learned, runs)))]
+                + [DASH if None in at_2x else percent(sum(at_2x) / len(at_2x))]
+            )
+    headers = ["task", "scheme", "options", "seeds", "in-distribution, mean", "seed 0"]
+    headers += ["lowest", f"seeds >= {LEARNED:.0%}", "learned", "2x, mean"]
+    return format_table(headers, rows)
+
+
+LEARNABILITY = (
+    "In-distribution exact-match on the test set over every seed, learned or not (`learned`: "
+    "the seeds whose training reached 99% validation exact-match at every training length and "
+    "whose test figure is at least 95%; the tables below leave the others out); `options`: the "
+    "scheme's options that differ from their defaults."
+)
+
+
+def sweep_section(folder: Path, family: Family, title: str, link: str) -> list[str]:
+    """A sweep's section of a page: provenance, steps, learnability, per task the headline
+    table of the learned seeds, its figure, every run and its files (under ``link``, relative
+    to the page), from ``folder``; until it holds a sweep, the command that makes one."""
+    lines = [f"## {title}", ""]
+    if not (folder / "results.json").is_file():
+        return [*lines, f"Not run yet: `{family.command}`.", ""]
+    results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
+    lines += [sweep_provenance(results, sweep, family), steps_line(results), ""]
+    lines += [LEARNABILITY, "", learnability_table(results), ""]
+    for task in tasks(results):
+        lines += [f"**{task}**: exact-match, mean [95% t-interval] over the learned seeds", ""]
+        lines += [headline_table(results, task), ""]
+    lines += [f"![exact-match against length, {title}]({link}/accuracy_vs_length.png)"]
+    lines += ["", "Every run:", "", summary_table(results), ""]
+    return [*lines, files_line(link, ["report.md", "results.json", "sweep.json"]), ""]
+
+
+V3_INTRO = (
+    "The schemes added in version 3 (`fox`, `dynamic_bias`, `pope`, `stickbreaking`) and three "
+    "options of earlier ones (ALiBi with learned slopes, p-RoPE, RoPE with Scalable-Softmax), "
+    "each trained with the default ablation's recipe (`configs/ablation.yaml`: 3 layers, "
+    "`d_model` 64, early stopping at 99% validation exact-match, an 8000-step cap) on its two "
+    "tasks; the schemes themselves are in [schemes](../schemes.md), the ablation's five on "
+    "[the ablation's page](ablation.md)."
+)
+
+
+def v3_page(folder: Path, publish: str) -> str:
+    """``docs/results/v3.md``: the new schemes' sweep (``v3/``) and the earlier schemes' new
+    options (``v3/variants/``), each a :func:`sweep_section`."""
+    lines = [*header(FAMILIES["v3"], publish), V3_INTRO, ""]
+    lines += sweep_section(folder, FAMILIES["v3"], "New schemes", "v3")
+    variants = FAMILIES["v3-variants"]
+    lines += sweep_section(folder / "variants", variants, "New options", "v3/variants")
+    return "\n".join(lines)
+
+
+HYBRIDS_INTRO = (
+    "A scheme per layer and per head ([hybrid layouts](../schemes.md#hybrid-layouts)): RoPE "
+    "with NoPE every 4th layer (`rope*3,none`), RoPE on half of every layer's heads "
+    "(`rope:2+none:2`) and RNoPE-SWA (three RoPE layers with a sliding window of 8 tokens, one "
+    "NoPE layer: `rope@8*3,none`), against RoPE and NoPE alone at the same depth, four layers, "
+    "otherwise the default ablation's recipe (`configs/ablation.yaml`)."
+)
+
+
+def hybrids_page(folder: Path, publish: str) -> str:
+    """``docs/results/hybrids.md``: the hybrid layouts' sweep (:func:`sweep_section`)."""
+    lines = [*header(FAMILIES["hybrids"], publish), HYBRIDS_INTRO, ""]
+    return "\n".join(lines + sweep_section(folder, FAMILIES["hybrids"], "Four layers", "hybrids"))
+
+
 PAGES = {
     "ablation": ablation_page,
     "v2": v2_page,
+    "v3": v3_page,
+    "hybrids": hybrids_page,
     "suite": suite_page,
     "rope-scaling": rope_scaling_page,
     "lm": lm_page,

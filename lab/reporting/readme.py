@@ -4,6 +4,7 @@ result pages and the README's generated parts from the committed files (or check
     python sweep.py --publish runs/ablation     # the default ablation: files, page, README
     python sweep.py --publish --suite runs/suite --suite-quick runs/suite_quick
     python sweep.py --publish --v2 runs/v2 --rope-scaling runs/rope
+    python sweep.py --publish --v3 runs/v3 --v3-variants runs/v3_variants --hybrids runs/hybrids
     python sweep.py --publish --lm runs/lm       # a language-model sweep (configs/lm.yaml)
     python sweep.py --publish --passkey runs/passkey --lm-extend runs/lm_extend
     python sweep.py --publish                   # rewrite every page and the README as committed
@@ -266,7 +267,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
         allow_abbrev=False,
     )
     parser.add_argument("sweep_dir", nargs="?", help="a finished default ablation to copy first")
-    for family in ("suite", "suite-quick", "v2", "rope-scaling", "lm"):
+    for family in (
+        "suite",
+        "suite-quick",
+        "v2",
+        "v3",
+        "v3-variants",
+        "hybrids",
+        "rope-scaling",
+        "lm",
+    ):
         parser.add_argument(f"--{family}", metavar="DIR", help=f"a finished {family} sweep")
     for family in ("passkey", "lm-extend"):  # language-modelling track
         parser.add_argument(f"--{family}", metavar="DIR", help=f"a finished {family} sweep")
@@ -282,6 +292,7 @@ def main(argv: list[str]) -> int:
     folders = {"ablation": args.sweep_dir, "suite": args.suite, "suite-quick": args.suite_quick}
     folders |= {"v2": args.v2, "rope-scaling": args.rope_scaling, "lm": args.lm}
     folders |= {"passkey": args.passkey, "lm-extend": args.lm_extend}  # language modelling
+    folders |= {"v3": args.v3, "v3-variants": args.v3_variants, "hybrids": args.hybrids}
     if args.check and any(folders.values()):
         print("error: --check takes no folder (it checks the committed files)", file=sys.stderr)
         return 2
