@@ -356,7 +356,7 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     and writes docs/results/lm.md from them: command, runs, seeds, time and machine once, the
     perplexity table and the findings; then the committed pages are current."""
     from lab.reporting import readme
-    from lab.reporting.pages import lm_page
+    from lab.reporting.study_pages import lm_page
 
     results_dir = tmp_path / "docs" / "results"
     shutil.copytree(RESULTS, results_dir)

@@ -14,8 +14,9 @@ from lab.bench.block_sweep import ratio_table
 from lab.bench.report import peer_table, scheme_table
 from lab.reporting import readme
 from lab.reporting.aggregate import headline_table, tasks
-from lab.reporting.pages import FAMILIES, RESULTS, changed_options, learnability_table
+from lab.reporting.pages import FAMILIES, RESULTS
 from lab.reporting.readme import BEGIN, END, README, TASKS_BEGIN, TASKS_END, render, task_row
+from lab.reporting.study_pages import changed_options, learnability_table
 from lab.reporting.suite_table import settings, suite_table, timing
 
 

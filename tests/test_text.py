@@ -14,6 +14,7 @@ from data.streams import training_batch
 from data.text import EXCLUDED_FOLDERS, STDLIB, load_corpus, stdlib_files
 from lab.common.checkpoint import load_checkpoint
 from lab.common.config import ConfigError, load_config
+from lab.evaluation.evaluate import evaluate_run
 from lab.training.resume import resume_config
 from lab.training.trainer import train
 
@@ -183,6 +184,20 @@ def test_a_run_records_its_corpus_and_resume_refuses_another(tmp_path: Path) -> 
         train(resumed, resume=True)
     message = str(error.value)
     assert corpus.sha256 in message and changed in message and "\n" not in message
+    with pytest.raises(ConfigError, match=f"cannot evaluate .*{changed}"):  # nor evaluates it
+        evaluate_run(run_dir)
     path.write_bytes(PATTERN * 1200)  # the same bytes again: it resumes
     load_corpus.cache_clear()
     assert train(resume_config(run_dir, ["train.steps=4"]), resume=True).step == 4
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("eval.stride=100", "eval.stride=100 is longer"), ("eval.lm_tokens=10", "lm_tokens=10")],
+)
+def test_training_refuses_what_its_evaluation_would(tmp_path: Path, override, named) -> None:
+    """A run whose saved evaluation settings eval.py would refuse is refused before training."""
+    config = load_config(None, tiny_lm(tmp_path / "run", pattern_file(tmp_path), override))
+    with pytest.raises(ConfigError, match=named):
+        train(config)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()  # nothing trained

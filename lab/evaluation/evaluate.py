@@ -55,6 +55,7 @@ from lab.lm.passkey import passkey_record
 from lab.lm.passkey_figure import write_heatmap
 from lab.lm.perplexity import evaluate_lm, lm_plan
 from lab.lm.record import LM_SCHEMA, LM_SCHEMA_VERSION, lm_inconsistency
+from lab.training.resume import check_corpus
 from model import Transformer
 
 
@@ -483,6 +484,7 @@ def evaluate_run(
     destination, root = checked_destination(run_dir, write_to, root)
     digest = checkpoint_digest(run_dir)
     config, model, state = load_run(run_dir, device)
+    check_corpus(config, state, "evaluate")
     model = model.at_evaluation((eval_config or config.eval).position_options)
     result = evaluate_model(model, config, eval_config, progress)
     add_training_record(result, config, state)

@@ -87,7 +87,12 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
         if key == "out_dir":
             raw["out_dir"] = value
         elif key in ("seeds", "seed"):
-            raw["seeds"] = [int(s) for s in value.split(",")]
+            try:
+                raw["seeds"] = [int(s) for s in value.split(",")]
+            except ValueError:
+                raise ConfigError(
+                    f"{item} is invalid; give comma-separated integer seeds, e.g. seeds=0,1"
+                ) from None
         else:
             raw["base"].append(item)
     if not isinstance(raw.get("factor", 4), int) or raw.get("factor", 4) < 2:

@@ -17,7 +17,7 @@ naming it, exit 2, and ``docs/`` and the README as they were.
 The README holds two generated parts: the default ablation's result between :data:`BEGIN` and
 :data:`END` (from ``docs/results/ablation/``), and the task table between :data:`TASKS_BEGIN`
 and :data:`TASKS_END` (from the task registry, :func:`task_row`). The pages are
-:data:`lab.reporting.pages.PAGES`. ``tests/test_readme.py`` fails when any disagrees.
+:data:`lab.reporting.study_pages.PAGES`. ``tests/test_readme.py`` fails when any disagrees.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
 from lab.reporting.pages import (
     FAMILIES,
-    PAGES,
     RESULTS,
     Family,
     file_problem,
     provenance,
     read_json,
 )
+from lab.reporting.study_pages import PAGES
 from lab.reporting.tables import format_table
 
 ROOT = Path(__file__).resolve().parents[2]

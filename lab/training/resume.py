@@ -84,10 +84,11 @@ def resume_history(config: Config, state: dict[str, Any]) -> list[dict[str, Any]
     return history
 
 
-def check_corpus(config: Config, state: dict[str, Any]) -> None:
-    """Refuse to continue a language-model run on another corpus than the one it was trained on
-    (the checkpoint's ``corpus.sha256``, :meth:`data.text.Corpus.record`): another Python's
-    standard library, or a user file that changed.
+def check_corpus(config: Config, state: dict[str, Any], action: str = "resume") -> None:
+    """Refuse to continue (``action`` ``resume``) or evaluate (``evaluate``) a language-model
+    run on another corpus than the one it was trained on (the checkpoint's ``corpus.sha256``,
+    :meth:`data.text.Corpus.record`): another Python's standard library, or a user file that
+    changed (its held-out split would shift under the run).
 
     Raises:
         ConfigError: one line naming both digests.
@@ -99,7 +100,7 @@ def check_corpus(config: Config, state: dict[str, Any]) -> None:
     corpus = task.corpus
     if corpus.sha256 != saved:
         raise ConfigError(
-            f"cannot resume {config.run_dir!r}: it was trained on a corpus of sha256 {saved}, "
+            f"cannot {action} {config.run_dir!r}: it was trained on a corpus of sha256 {saved}, "
             f"and {corpus.source!r} now has sha256 {corpus.sha256} (another Python version or "
             "a changed file); train a new run"
         )

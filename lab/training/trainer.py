@@ -64,6 +64,7 @@ from lab.common.runtime import (
     seed_everything,
 )
 from lab.evaluation.metrics import AnswerScores, score_answers
+from lab.lm.perplexity import lm_plan
 from lab.training.distributed import Group, join_group
 from lab.training.resume import restore, resume_history
 from lab.training.run import Run, TrainingDiverged, TrainingInterrupted, TrainResult
@@ -179,6 +180,9 @@ def prepare_run(
         See :func:`train`.
     """
     run_dir = Path(config.run_dir)
+    task = config.data.build_task()
+    if task.language_model:  # the evaluation's own checks, so a finished run can be evaluated
+        lm_plan(config, config.eval, task)
     if group.is_main:
         check_trainer_paths(run_dir)  # before anything is deleted or trained
     leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
