@@ -7,7 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lab.evaluation.record import _CHECKPOINT, DTYPES, _dtype_inconsistency, _non_finite
+from lab.evaluation.record import SCHEMA, _dtype_inconsistency, _non_finite
+
+RUN_FIELDS = (
+    "run_dir", "config", "position", "task", "seed", "train_lengths", "train_steps",
+    "eval_seconds", "checkpoint", "machine", "device", "dtype",
+)  # fmt: skip
+"""Fields whose schema an LM record shares with the synthetic one
+(:data:`lab.evaluation.record.SCHEMA`)."""
 
 LM_SCHEMA_VERSION = 1
 """Version of :data:`LM_SCHEMA`."""
@@ -67,19 +74,8 @@ LM_SCHEMA: dict[str, Any] = {
     "properties": {
         "kind": {"const": "lm"},
         "schema_version": {"const": LM_SCHEMA_VERSION},
-        "run_dir": {"type": ["string", "null"]},
-        "config": {"type": "object", "required": ["model", "data", "train", "eval", "seed"]},
-        "position": {"type": "string"},
-        "task": {"type": "string"},
-        "seed": {"type": "integer"},
-        "train_lengths": {"type": "array", "items": _LENGTH, "minItems": 2, "maxItems": 2},
-        "train_steps": {"type": ["integer", "null"], "minimum": 0},
+        **{key: SCHEMA["properties"][key] for key in RUN_FIELDS},  # as in a synthetic record
         "reached_target": {"type": "null"},
-        "eval_seconds": {"type": "number", "minimum": 0},
-        "checkpoint": _CHECKPOINT,
-        "machine": {"type": "object", "required": ["cpu", "torch", "blas"]},
-        "device": {"type": "string", "minLength": 1},
-        "dtype": {"enum": list(DTYPES)},
         "corpus": _CORPUS,
         "stride": {"type": ["integer", "null"], "minimum": 1},
         "lengths": {"type": "array", "items": _LM_LENGTH, "minItems": 1},
