@@ -119,6 +119,20 @@ class Task:
         exact solver, written apart from :meth:`generate` so tests can check one with the other."""
         raise NotImplementedError
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]] | None:
+        """The prompt positions the exact solver reads for each answer token, or None.
+
+        ``prompt`` is what :meth:`solve` takes (the tokens between ``<bos>`` and ``<sep>``).
+        Entry ``a`` lists the 0-based indices into ``prompt`` whose tokens determine answer
+        token ``a`` of ``solve(prompt)``: one entry per answer token (``<eos>`` excluded),
+        empty only where the token states an absence (``count`` answering ``=0``). Like
+        :meth:`solve`, a pure function of the prompt, written apart from :meth:`generate`.
+        None (the default): the task names none, e.g. because every answer token depends on
+        the whole prompt. Used to score how much attention falls on these positions
+        (:func:`source_mask`).
+        """
+        return None
+
     def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
         """Two batches of ``n`` rows whose prompts differ by a swap of two items (the same bag
         of tokens) and whose answers differ; only where ``supports_minimal_pairs`` is true."""
@@ -192,3 +206,29 @@ task_class = TASKS.lookup
 def available_tasks() -> tuple[str, ...]:
     """Names of the registered tasks, sorted."""
     return tuple(sorted(TASKS.names()))
+
+
+def source_mask(task: Task, batch: Batch) -> Tensor | None:
+    """Where each answer token's solver reads, as a mask over the model's input positions.
+
+    Args:
+        task: the task that drew ``batch``.
+        batch: ``B`` rows of ``task`` (``tokens`` int64 ``(B, S)``).
+
+    Returns:
+        Bool ``(B, A, S - 1)`` on ``batch.tokens``' device, ``A = batch.answer_targets.shape[1]``:
+        ``[b, a, 1 + p]`` is True for every ``p`` in ``task.read_positions(prompt_b)[a]``
+        (input index ``1 + p``: ``inputs`` start with ``<bos>``); all False at the ``<eos>`` and
+        ``<pad>`` answer positions. None when the task's :meth:`Task.read_positions` is None.
+    """
+    tokens = batch.tokens.tolist()
+    n_rows, width = batch.tokens.shape
+    mask = torch.zeros(n_rows, width - batch.answer_start, width - 1, dtype=torch.bool)
+    for b, row in enumerate(tokens):
+        prompt = [task.vocab[i] for i in row[1 : batch.answer_start - 1]]
+        positions = task.read_positions(prompt)
+        if positions is None:
+            return None
+        for a, read in enumerate(positions):
+            mask[b, a, [1 + p for p in read]] = True
+    return mask.to(batch.tokens.device)

@@ -95,6 +95,11 @@ class CountTask(Task):
     def solve(self, prompt: Sequence[str]) -> list[str]:
         return [f"={list(prompt[:-2]).count(prompt[-1])}"]
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Every symbol before ``#`` equal to the query (the last prompt token): the items the
+        one answer token counts. Empty when the count is ``=0``: no item holds the answer."""
+        return [[i for i, token in enumerate(prompt[:-2]) if token == prompt[-1]]]
+
 
 @dataclass(frozen=True)
 class SelectiveCopyOptions:
@@ -141,3 +146,7 @@ class SelectiveCopyTask(Task):
 
     def solve(self, prompt: Sequence[str]) -> list[str]:
         return [token for token in prompt if token != BLANK]
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """The place of the kept symbol each answer token copies."""
+        return [[i] for i, token in enumerate(prompt) if token != BLANK]

@@ -152,3 +152,11 @@ class PasskeyTask(Task):
         text = bytes(ids[token] for token in prompt).decode("latin-1")
         (digits,) = re.findall(re.escape(PREFIX) + r"([0-9]+)" + re.escape(SUFFIX), text)
         return [self.vocab[ord(c)] for c in digits]
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """The place of each key digit in the prompt (one byte per token, so a character's
+        index in the decoded text is its token's index)."""
+        ids = {name: i for i, name in enumerate(self.vocab)}
+        text = bytes(ids[token] for token in prompt).decode("latin-1")
+        (match,) = re.finditer(re.escape(PREFIX) + r"([0-9]+)" + re.escape(SUFFIX), text)
+        return [[i] for i in range(match.start(1), match.end(1))]

@@ -120,6 +120,16 @@ class AssociativeRecallTask(Task):
             return [table[key] for key in prompt[at + 1 :]]
         return [token for key in prompt[at + 1 :] for token in (key, table[key])]
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Per asked key, the place of its value in the pair list; with ``echo_keys``, first
+        the place of the key itself in the pair list (the pair the echo names, not the query)."""
+        at = list(prompt).index(QUERY)
+        where = {key: i for i, key in enumerate(prompt[:at:2])}  # key -> pair number
+        pairs = [2 * where[key] for key in prompt[at + 1 :]]
+        if not self.options.echo_keys:
+            return [[i + 1] for i in pairs]
+        return [[i + offset] for i in pairs for offset in (0, 1)]
+
 
 @dataclass(frozen=True)
 class FlipFlopOptions:
@@ -167,3 +177,8 @@ class FlipFlopTask(Task):
     def solve(self, prompt: Sequence[str]) -> list[str]:
         writes = [bit for op, bit in zip(prompt[0:-1:2], prompt[1::2], strict=True) if op == "w"]
         return [writes[-1]]
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """The bit of the last write (the final ``r`` reads it)."""
+        ops = range(0, len(prompt) - 1, 2)
+        return [[1 + max(i for i in ops if prompt[i] == "w")]]

@@ -97,6 +97,10 @@ class CopyTask(SymbolTask):
     def solve(self, prompt: Sequence[str]) -> list[str]:
         return list(prompt)
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Answer token ``i`` copies prompt item ``i``."""
+        return [[i] for i in range(len(prompt))]
+
 
 @register("reverse")
 class ReverseTask(SymbolTask):
@@ -109,6 +113,10 @@ class ReverseTask(SymbolTask):
 
     def solve(self, prompt: Sequence[str]) -> list[str]:
         return list(reversed(prompt))
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Answer token ``i`` copies prompt item ``L - 1 - i``."""
+        return [[len(prompt) - 1 - i] for i in range(len(prompt))]
 
 
 @register("sort")

@@ -32,6 +32,10 @@ class DuplicateTask(SymbolTask):
     def solve(self, prompt: Sequence[str]) -> list[str]:
         return [*prompt, *prompt]
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Answer token ``i`` copies prompt item ``i mod L``."""
+        return [[i % len(prompt)] for i in range(2 * len(prompt))]
+
 
 @register("odds_first")
 class OddsFirstTask(SymbolTask):
@@ -52,6 +56,10 @@ class OddsFirstTask(SymbolTask):
     def solve(self, prompt: Sequence[str]) -> list[str]:
         odd = [t for i, t in enumerate(prompt) if i % 2 == 0]  # 1st, 3rd, ... (1-based)
         return odd + [t for i, t in enumerate(prompt) if i % 2 == 1]
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """Prompt items ``0, 2, 4, ...`` then ``1, 3, 5, ...``, one per answer token."""
+        return [[i] for i in (*range(0, len(prompt), 2), *range(1, len(prompt), 2))]
 
 
 @register("missing_duplicate")

@@ -70,6 +70,12 @@ class SVOTask(Task):
         nouns = [word for word in prompt if word in NOUNS]
         return [nouns[-1] if prompt[-1].startswith("is-") else nouns[0]]
 
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """The agent noun's place: the first noun in the active voice, the last in the passive
+        (the voice read from the verb form that ends the prompt, as :meth:`solve` does)."""
+        nouns = [i for i, word in enumerate(prompt) if word in NOUNS]
+        return [[nouns[-1] if prompt[-1].startswith("is-") else nouns[0]]]
+
     def minimal_pairs(self, rng: np.random.Generator, length: int, n: int) -> tuple[Batch, Batch]:
         """``n`` prompts and the same prompts with the fact's two nouns swapped.
 
