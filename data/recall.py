@@ -122,13 +122,13 @@ class AssociativeRecallTask(Task):
 
     def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
         """Per asked key, the place of its value in the pair list; with ``echo_keys``, first
-        the place of the key itself in the pair list (the pair the echo names, not the query)."""
+        the asked key itself in the query list after ``?`` (what :meth:`solve` copies)."""
         at = list(prompt).index(QUERY)
         where = {key: i for i, key in enumerate(prompt[:at:2])}  # key -> pair number
-        pairs = [2 * where[key] for key in prompt[at + 1 :]]
+        values = [[2 * where[key] + 1] for key in prompt[at + 1 :]]
         if not self.options.echo_keys:
-            return [[i + 1] for i in pairs]
-        return [[i + offset] for i in pairs for offset in (0, 1)]
+            return values
+        return [read for q, value in enumerate(values) for read in ([at + 1 + q], value)]
 
 
 @dataclass(frozen=True)

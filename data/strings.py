@@ -92,3 +92,7 @@ class MissingDuplicateTask(Task):
         half = len(prompt) // 2
         at = list(prompt).index(HIDDEN)
         return [prompt[(at + half) % len(prompt)]]
+
+    def read_positions(self, prompt: Sequence[str]) -> list[list[int]]:
+        """The hidden item's partner in the other copy of ``w``."""
+        return [[(list(prompt).index(HIDDEN) + len(prompt) // 2) % len(prompt)]]

@@ -26,6 +26,7 @@ WITH_POSITIONS = {
     "associative_recall",
     "flip_flop",
     "passkey",
+    "missing_duplicate",
 }
 """The tasks whose solver names the positions it reads; a new task with ``read_positions`` adds
 itself here and its property to ``PROPERTIES``."""
@@ -69,13 +70,14 @@ def counts(task, prompt, answer, read) -> None:
 
 
 def recalls(task, prompt, answer, read) -> None:
-    """A value is read at the pair of its asked key, an echoed key at its place in the pairs."""
+    """A value is read at the pair of its asked key, an echoed key in the query list."""
     copies(task, prompt, answer, read)
     at = prompt.index("?")
     asked = prompt[at + 1 :]
     keys = [r[0] for r in read[0::2]] if task.options.echo_keys else []
     values = [r[0] for r in (read[1::2] if task.options.echo_keys else read)]
-    assert all(k % 2 == 0 and k < at for k in keys) and all(v % 2 == 1 and v < at for v in values)
+    assert keys == list(range(at + 1, len(prompt))) if task.options.echo_keys else not keys
+    assert all(v % 2 == 1 and v < at for v in values)
     assert [prompt[v - 1] for v in values] == asked
 
 
@@ -105,6 +107,7 @@ PROPERTIES: dict[str, Callable[..., None]] = {
     "associative_recall": recalls,
     "flip_flop": reads_the_last_write,
     "passkey": reads_the_key,
+    "missing_duplicate": copies,
 }
 
 
@@ -156,7 +159,7 @@ def test_read_positions_by_hand() -> None:
     active = ["big", "dog", "bites", "old", "man", ".", "agent?", "bites"]
     assert svo.read_positions(active) == [[1]]
     prompt = ["k3", "v1", "k7", "v4", "?", "k7", "k3"]
-    assert build_task("associative_recall").read_positions(prompt) == [[2], [3], [0], [1]]
+    assert build_task("associative_recall").read_positions(prompt) == [[5], [3], [6], [1]]
     values_only = build_task("associative_recall", {"echo_keys": False})
     assert values_only.read_positions(prompt) == [[3], [1]]
     text = "The sky pass key is 907. The"
