@@ -48,7 +48,9 @@ operator itself."""
 
 _compiled_flex: Callable[..., Tensor] | None = None
 """FlexAttention compiled once per process for CUDA (eager FlexAttention is an unfused
-reference that builds the whole score matrix)."""
+reference that builds the whole score matrix), with dynamo's automatic dynamic shapes: a new
+``score_mod`` closure at a length seen before reuses its graph, and lengths become dynamic at the
+second one (``tests/test_flex_attention.py``)."""
 
 
 def unsupported(scheme: PositionScheme, training: bool, dropout: float) -> str | None:
@@ -190,6 +192,16 @@ def score_mod(terms: list[tuple[ScoreMod, Tensor]]) -> tuple[ScoreMod | None, tu
     return modified, tuple(buffer for _, buffer in terms)
 
 
+def close(modifier: ScoreMod, buffers: tuple[Tensor, ...]) -> Callable[..., Tensor]:
+    """FlexAttention's ``score_mod(score, b, h, q_idx, kv_idx)``: ``modifier`` reading the
+    ``buffers`` it closes over (``torch.compile`` passes them to the kernel as inputs)."""
+
+    def closed(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return modifier(score, b, h, q_idx, kv_idx, *buffers)
+
+    return closed
+
+
 def flex_call(
     q: Tensor,
     k: Tensor,
@@ -214,16 +226,11 @@ def flex_call(
             "FlexAttention has no backward pass there); use model.attention_kernel=auto or "
             "sdpa, or evaluate under torch.no_grad()"
         )
-    closed = None
-    if modifier is not None:
-
-        def closed(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor):
-            return modifier(score, b, h, q_idx, kv_idx, *buffers)
-
+    closed = None if modifier is None else close(modifier, buffers)
     attend = flex_attention
     if q.device.type == "cuda" and not torch.compiler.is_compiling():
         global _compiled_flex
-        _compiled_flex = _compiled_flex or torch.compile(flex_attention, dynamic=False)
+        _compiled_flex = _compiled_flex or torch.compile(flex_attention)
         attend = _compiled_flex
     return attend(q, k, v, score_mod=closed, block_mask=mask, scale=scale)
 

@@ -202,3 +202,29 @@ def test_relative_row_holds_the_bias_at_every_distance(make_model):
     whole = model.position.score_bias(None, t)[0]  # (H, T, T)
     i, j = torch.meshgrid(torch.arange(t), torch.arange(t), indexing="ij")
     assert torch.equal(row[:, t - 1 - i + j], whole)
+
+
+def test_compiled_flex_reuses_its_graph_for_new_closures_and_lengths():
+    """As the CUDA path compiles FlexAttention (dynamic shapes by default; dynamo's ``eager``
+    backend here): each forward pass's new ``score_mod`` closure over new bias tensors reuses
+    the graph of its length, and new lengths compile a few times, not once each (the default
+    limit of 8 recompiles would otherwise fall back to the unfused reference)."""
+    from torch._dynamo.testing import CompileCounter
+    from torch.nn.attention.flex_attention import flex_attention
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(flex_attention, backend=counter)
+    generator, calls = torch.Generator().manual_seed(0), 0
+    with torch.no_grad():
+        for t in (40, 40, 40, 57, 57, 90, 130, 200, 260, 333, 40):
+            q, k, v = torch.randn(3, 2, 4, t, 8, generator=generator)
+            row, full = torch.randn(4, 2 * t - 1), torch.randn(1, 4, t, t)
+            modifier, buffers = flex.score_mod([(flex.add_row, row), (flex.add_full, full)])
+            mask = flex.rule_mask(t, True, None, None, torch.device("cpu"))
+            got = compiled(q, k, v, score_mod=flex.close(modifier, buffers), block_mask=mask)
+            expected = flex.flex_call(q, k, v, modifier, buffers, mask, None)
+            torch.testing.assert_close(got, expected, atol=ATOL, rtol=RTOL)
+            calls += 1
+            assert counter.frame_count == 1 or calls > 3  # three closures at 40 tokens: one graph
+    assert counter.frame_count <= 3  # measured: 40, then dynamic, then past 128 (two blocks)
