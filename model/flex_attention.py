@@ -1,12 +1,13 @@
 """Attention through PyTorch's FlexAttention: a block mask for the masking rule and a
 ``score_mod`` that adds the scheme's biases, so no float ``(T, T)`` mask is ever built.
 
-``model.attention_kernel`` chooses the kernel of every forward pass (:func:`chooses_flex`): ``sdpa``
-keeps SDPA with its masks (and the blocked path of long sequences,
+``model.attention_kernel`` chooses the kernel of every forward pass (:func:`chooses_flex`):
+``sdpa`` (the default) keeps SDPA with its masks (and the blocked path of long sequences,
 :mod:`model.blocked_attention`); ``flex`` takes FlexAttention whenever the scheme fits it;
-``auto`` (the default) takes FlexAttention on a CUDA device only, and only where SDPA would
-need a mask tensor (a shared score bias, a prefix LM, a sliding window), so every CPU forward
-pass runs the same operations as ``sdpa``.
+``auto`` takes FlexAttention on a CUDA device only, and only where SDPA would need a mask
+tensor (a shared score bias, a prefix LM, a sliding window), so every CPU forward pass runs the
+same operations as ``sdpa``. ``auto`` becomes the default once a GPU has measured it against
+SDPA (speed, and logits and gradients in bf16); the CPU checks only its numerics.
 
 The masking rule (causal, prefix LM, sliding window: the rule of :func:`model.mask.blocked`)
 is a ``mask_mod`` turned into a :class:`BlockMask`, whose fully masked blocks FlexAttention

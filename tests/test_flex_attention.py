@@ -138,10 +138,10 @@ def test_whole_mask_for_analysis_is_sdpas(make_model):
 
 @pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "fire"])
 def test_auto_is_sdpa_on_the_cpu(scheme, make_model):
-    """The default kernel takes no FlexAttention path on the CPU, so its logits are SDPA's bit
-    for bit, at once and block by block."""
-    auto = make_model(scheme, strong=True)
-    assert auto.config.attention_kernel == "auto"
+    """``auto`` takes no FlexAttention path on the CPU, so its logits are SDPA's (the default's)
+    bit for bit, at once and block by block."""
+    auto = make_model(scheme, strong=True, attention_kernel="auto")
+    assert make_model(scheme).config.attention_kernel == "sdpa"
     sdpa = make_model(scheme, strong=True, attention_kernel="sdpa")
     for length in (37, 300):
         contexts = auto._contexts(None, 2, length, None, torch.device("cpu"), torch.float32)
