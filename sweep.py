@@ -27,7 +27,7 @@ from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
 from lab.common.signals import run_program
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
-from lab.sweeps.local import run_all
+from lab.sweeps.local import parallel_runs, run_all
 from lab.sweeps.summary import report
 from lab.sweeps.sweep import RunSpec, Sweep, expand, load_sweep, prepare_out_dir
 from lab.sweeps.workers import MAX_WORKERS
@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         if signum is not None:  # the jobs go on; submit_all said so
             return 128 + signum
     else:
-        workers = min(len(specs), args.workers or torch.cuda.device_count() or os.cpu_count() or 1)
+        gpus, cpus = torch.cuda.device_count(), os.cpu_count() or 1
+        workers = parallel_runs(len(specs), args.workers, args.runs_per_device, gpus, cpus)
         print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
         records, signum = run_all(specs, workers, torch.cuda.device_count())
     if signum is not None:
@@ -113,10 +114,11 @@ def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:
     """
     if args.config and args.quick:
         raise ConfigError("give --config or --quick, not both")
-    if not 0 <= args.workers <= MAX_WORKERS:
-        raise ConfigError(
-            f"--workers={args.workers} is invalid; it must be >= 0 (0 = auto) and <= {MAX_WORKERS}"
-        )
+    for flag, value in (("--workers", args.workers), ("--runs-per-device", args.runs_per_device)):
+        if not 0 <= value <= MAX_WORKERS:
+            raise ConfigError(
+                f"{flag}={value} is invalid; it must be >= 0 (0 = auto) and <= {MAX_WORKERS}"
+            )
     path = args.config or CONFIGS / ("quick.yaml" if args.quick else "ablation.yaml")
     sweep = load_sweep(path, args.overrides)
     specs = expand(sweep)
@@ -145,8 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=0,
-        help="parallel runs (default: one per GPU, else one per CPU core; never more than "
+        help="parallel runs (default: --runs-per-device on each device; never more than "
         "the runs, at most 256)",
+    )
+    parser.add_argument(
+        "--runs-per-device",
+        type=int,
+        default=0,
+        help="parallel runs on each device when --workers is not given (default: 4 per GPU, "
+        "at most one per CPU core; without a GPU one per CPU core)",
     )
     parser.add_argument(
         "--overwrite",

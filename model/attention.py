@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from model.blocked_attention import BlockedPath
 from model.config import ModelConfig
+from model.flex_attention import FlexPath
 from model.mask import add_layer_bias, window_mask
 from model.position.base import ALL, PositionScheme, Scores
 from model.softmax_scale import SoftmaxScale
@@ -28,6 +29,8 @@ class AttentionContext:
         dtype: dtype of the scores (the autocast dtype under autocast).
         blocked: the long-sequence path (:func:`model.blocked_attention.plan`), which then
             builds every mask itself; None: attend to the whole sequence at once.
+        flex: the FlexAttention path (:func:`model.flex_attention.plan`), which then masks
+            and biases the scores itself; None: SDPA.
     """
 
     position: PositionScheme
@@ -38,6 +41,7 @@ class AttentionContext:
     prefix_len: int | None
     dtype: torch.dtype
     blocked: BlockedPath | None = None
+    flex: FlexPath | None = None
 
     def layer_mask(self, q: Tensor, layer_bias: Tensor | None) -> Tensor | None:
         """One layer's additive mask for the whole sequence, keys in order: ``attn_mask`` plus
@@ -46,6 +50,8 @@ class AttentionContext:
         ``(B, H, T, Dh)`` queries, gives ``T`` and the device."""
         if self.blocked is not None:
             return self.blocked.whole_mask(q, layer_bias)
+        if self.flex is not None:
+            return self.flex.whole_mask(q, layer_bias)
         return add_layer_bias(self.attn_mask, layer_bias, self.causal, self.prefix_len, self.dtype)
 
 
@@ -81,6 +87,9 @@ class SelfAttention(nn.Module):
         scale = None if scores.scale is None else scores.scale * q.shape[-1] ** -0.5
         if scores.weights is not None:  # the scheme's own weights instead of softmax
             y = self.attend_weights(scores, v, scale)  # (B, H, T, Dh)
+            return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
+        if context.flex is not None:  # FlexAttention: no mask tensor
+            y = context.flex.attend(scores, v, scale)  # (B, H, T, Dh)
             return self.out(y.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
         if context.blocked is not None:  # a long sequence with a mask
             y = context.blocked.attend(self.attend, scores, v, scale)  # (B, T, H, Dh)

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from model.flex_attention import ATTENTION_KERNELS
 from model.layout import check_layout, is_plain, resolve_layout, scheme_names
 from model.position import scheme_class
 from model.position.layout import LayerLayout, member_configs
@@ -72,6 +73,9 @@ class ModelConfig:
             (Llama 4); 0: off.
         window: sliding-window attention of ``W`` tokens in every layer (a layout entry's
             ``@W`` wins; ``nope_every``'s layers stay global); None: global attention.
+        attention_kernel: ``sdpa`` (the default), ``flex``, or ``auto`` (FlexAttention on CUDA
+            where SDPA would need a mask tensor, else SDPA; not yet the default, since no GPU has
+            measured it) (:mod:`model.flex_attention`); results agree within float tolerance.
 
     Raises:
         ValueError: at construction, naming the bad field, its value and what is allowed.
@@ -94,6 +98,7 @@ class ModelConfig:
     heads: str | None = None
     nope_every: int = 0
     window: int | None = None
+    attention_kernel: str = "sdpa"
 
     def __post_init__(self) -> None:
         highest = {"vocab_size": MAX_VOCAB, "d_model": MAX_WIDTH, "n_layers": MAX_LAYERS}
@@ -150,11 +155,17 @@ class ModelConfig:
         self.options = {name: options_dict(value) for name, value in options.items()}
 
     def _check_attention_keys(self) -> None:
-        """Raise ValueError (one line) for a bad ``randomized_eval`` or ``softmax_scale``."""
+        """Raise ValueError (one line) for a bad ``randomized_eval``, ``attention_kernel`` or
+        ``softmax_scale``."""
         if self.randomized_eval and not self.randomized_positions:
             raise ValueError(
                 "model.randomized_eval=true needs model.randomized_positions > 0 (the range L "
                 "to sample positions from)"
+            )
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"model.attention_kernel={self.attention_kernel!r} is invalid; it must be one of "
+                f"{', '.join(ATTENTION_KERNELS)}"
             )
         if self.softmax_scale not in SOFTMAX_SCALES:
             raise ValueError(

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from model import blocked_attention
+from model import blocked_attention, flex_attention
 from model.attention import AttentionContext, SelfAttention
 from model.config import ModelConfig
 from model.mask import MaskCache, attention_mask
@@ -61,6 +61,7 @@ class Transformer(nn.Module):
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position = build_position(config)
+        flex_attention.check_kernel(config.attention_kernel, config.position, self.position)
         self._masks = MaskCache()
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
@@ -162,10 +163,18 @@ class Transformer(nn.Module):
         window: int | None,
     ) -> AttentionContext:
         """The attention context of one forward pass and sliding window (None: global), and with
-        it the path: a long sequence with a mask is attended block by block
-        (:func:`model.blocked_attention.plan`), any other one at once, with its whole mask
-        (None: SDPA's causal path or no mask); ``state`` is the scheme's ``prepare``."""
-        scheme, causal = self.position, self.config.causal
+        it the path: FlexAttention where ``model.attention_kernel`` asks for it
+        (:func:`model.flex_attention.chooses_flex`), else a long sequence with a mask is
+        attended block by block (:func:`model.blocked_attention.plan`), any other one at once,
+        with its whole mask (None: SDPA's causal path or no mask); ``state`` is the scheme's
+        ``prepare``."""
+        scheme, causal, config = self.position, self.config.causal, self.config
+        kernel, training = config.attention_kernel, self.training
+        if flex_attention.chooses_flex(
+            kernel, scheme, device, prefix, window, training, config.dropout
+        ):
+            flex = flex_attention.plan(scheme, positions, t, causal, prefix, device, dtype, window)
+            return AttentionContext(scheme, state, None, False, causal, prefix, dtype, flex=flex)
         path = blocked_attention.plan(
             scheme, positions, b, t, causal, prefix, device, dtype, window
         )

@@ -2,7 +2,8 @@
 ``reserve`` first) with the logits and gradients of eager mode; lengths are dynamic, so a new
 length within the cached tables does not recompile after a short warm-up (a cache grows only
 in eager mode, O(log n) times since tables double, and the graph then recompiles), and compiled
-logits equal eager ones. Uses dynamo's
+logits equal eager ones; a training step (forward, loss, backward) compiles to one graph that
+steps on other batches of its shape reuse. Uses dynamo's
 ``eager`` and ``aot_eager`` backends: the graphs and guards are inductor's, without minutes of
 code generation."""
 
@@ -75,3 +76,44 @@ def test_training_with_compile_has_no_graph_break(scheme, tmp_path, monkeypatch)
         config = tiny_config(run, *SHORT, f"model.position={scheme}", f"compile={compile_}")
         losses.append(trainer.train(config).final_loss)
     torch.testing.assert_close(losses[0], losses[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", ["none", "rope", "alibi"])
+def test_a_training_step_compiles_to_one_graph_that_every_step_reuses(scheme, make_model):
+    """The forward pass and the answer loss of a training step, compiled with
+    ``fullgraph=True`` (a graph break would raise), backward through the compiled graph
+    (``aot_eager``: autograd's graphs, inductor's guards): six AdamW steps on two batches of
+    one shape and different tokens compile once (a recompile would raise) and give the losses
+    and weights of eager training."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from data import Batch
+    from lab.training.step import answer_loss
+
+    def loss_of(model, batch):
+        return answer_loss(model(batch.inputs, prefix_len=batch.answer_start), batch)
+
+    torch._dynamo.reset()
+    generator = torch.Generator().manual_seed(0)
+    batches = [Batch(torch.randint(0, 16, (4, 14), generator=generator), 8, 6) for _ in "ab"]
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(loss_of, fullgraph=True, backend=counter)
+    runs = []
+    for step_loss in (compiled, loss_of):
+        model = make_model(scheme, strong=True).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        losses = []
+        for step in range(6):
+            with torch._dynamo.config.patch(error_on_recompile=step > 0):
+                loss = step_loss(model, batches[step % 2])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        runs.append((losses, [p.detach().clone() for p in model.parameters()]))
+    assert counter.frame_count == 1
+    (losses, weights), (eager_losses, eager_weights) = runs
+    assert losses[0] > losses[-1]  # it trains
+    torch.testing.assert_close(losses, eager_losses, rtol=1e-5, atol=1e-5)
+    for got, expected in zip(weights, eager_weights, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)

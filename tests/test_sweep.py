@@ -17,6 +17,7 @@ import sweep
 from data import available_tasks
 from lab.common.config import ConfigError, load_config
 from lab.sweeps.grid import exact_match_tasks
+from lab.sweeps.local import parallel_runs, worker_devices
 from lab.sweeps.sweep import expand, load_sweep
 from model.position import available_schemes
 
@@ -54,6 +55,36 @@ def test_sweep_writes_every_promised_file(finished):
     assert sorted(r["position"] for r in results) == ["none", "rope"]
     report = (out_dir / "report.md").read_text()
     assert "none-copy-seed0" in report and "rope-copy-seed0" in report
+
+
+def test_runs_sharing_one_device_give_the_results_of_one_worker(finished, tmp_path, capsys):
+    """Two worker processes on the CPU (one device, ``--runs-per-device 2``) write the
+    results.csv that one worker, running the runs in turn, wrote."""
+    out_dir, _ = finished
+    argv = ["--config", CONFIG, "--runs-per-device", "2", f"out_dir={tmp_path}", *TINY]
+    assert sweep.main([*argv, "position=none,rope", "seed=0"]) == 0
+    assert f"2 runs into {tmp_path}/ with 2 worker(s)" in capsys.readouterr().out
+    assert (tmp_path / "results.csv").read_bytes() == (out_dir / "results.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("workers", "per_device", "gpus", "cpus", "expected"),
+    [
+        (0, 0, 0, 2, 2),  # the CPU: one run per core
+        (0, 0, 1, 16, 4),  # a GPU: GPU_RUNS_PER_DEVICE
+        (0, 0, 2, 4, 4),  # at most the CPU cores per GPU
+        (0, 3, 2, 16, 6),  # --runs-per-device on each GPU
+        (5, 3, 2, 16, 5),  # --workers wins
+        (0, 0, 0, 64, 30),  # never more than the runs
+    ],
+)
+def test_parallel_runs_per_device(workers, per_device, gpus, cpus, expected):
+    assert parallel_runs(30, workers, per_device, gpus, cpus) == expected
+
+
+def test_workers_share_the_gpus_in_turn():
+    assert worker_devices(5, 2) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    assert worker_devices(2, 0) == ["cpu", "cpu"]
 
 
 def test_resumed_sweep_skips_finished_runs(finished, capsys):

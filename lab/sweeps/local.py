@@ -12,7 +12,34 @@ from typing import Any
 from tqdm import tqdm
 
 from lab.sweeps.sweep import RunSpec, run_one
-from lab.sweeps.workers import run_in_processes, stop_on_signals
+from lab.sweeps.workers import MAX_WORKERS, run_in_processes, stop_on_signals
+
+GPU_RUNS_PER_DEVICE = 4
+"""Runs that share one GPU by default (fewer where the machine has fewer CPU cores per GPU):
+a small model's training step waits on kernel launches from Python, one CPU core per run, so
+several processes keep a GPU busy; four bound the memory of their CUDA contexts and models."""
+
+
+def parallel_runs(runs: int, workers: int, runs_per_device: int, gpus: int, cpus: int) -> int:
+    """How many runs a local sweep trains at once: ``workers`` when given (> 0), else
+    ``runs_per_device`` on each device (0: the default, one per CPU core on the CPU, or
+    :data:`GPU_RUNS_PER_DEVICE` per GPU, at most the CPU cores per GPU); never more than the
+    ``runs`` nor :data:`lab.sweeps.workers.MAX_WORKERS`, at least one. Workers share the
+    ``gpus`` CUDA devices in turn (:func:`run_all`), so ``k`` runs per device on ``g`` GPUs
+    are ``k * g`` workers."""
+    if workers <= 0:
+        per_device = runs_per_device or (
+            min(GPU_RUNS_PER_DEVICE, max(1, cpus // gpus)) if gpus else cpus
+        )
+        workers = per_device * max(gpus, 1)
+    return max(1, min(runs, workers, MAX_WORKERS))
+
+
+def worker_devices(workers: int, gpus: int) -> list[str]:
+    """The device of each of ``workers`` parallel slots: the ``gpus`` CUDA devices in turn
+    (``cuda:0``, ``cuda:1``, ..., ``cuda:0``, ...), so each holds ``workers / gpus`` runs at a
+    time; ``cpu`` for every slot without a GPU."""
+    return [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
 
 
 def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], int | None]:
@@ -32,7 +59,7 @@ def run_all(specs: list[RunSpec], workers: int, gpus: int) -> tuple[list[dict], 
     with stop_on_signals(stop) as received:
         if workers > 1:
             threads = max(1, (os.cpu_count() or 1) // workers)
-            devices = [f"cuda:{i % gpus}" if gpus else "cpu" for i in range(workers)]
+            devices = worker_devices(workers, gpus)
             records = run_in_processes(
                 run_one, specs, devices, threads, stop, lambda _: bar.update()
             )
