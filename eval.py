@@ -157,8 +157,9 @@ def plan_runs(args: argparse.Namespace, runs: list[Path]) -> tuple[int, list[Pla
 def print_summary(
     results: list[dict], single: bool, out: Path, given_out: bool, paths: dict[str, Path]
 ) -> None:
-    """Print the length table (one run), the summary table, the notes and where files went (a
-    language-model run: one line of perplexities, :func:`lab.evaluation.runs.lm_summary_line`)."""
+    """Print the length table (one run), the summary table, the notes, each run's "where it
+    fails" line (docs/diagnostics.md) and where files went (a language-model run: one line of
+    perplexities, :func:`lab.evaluation.runs.lm_summary_line`)."""
     exact = [r for r in results if r.get("kind") != "lm"]
     if single and exact:
         print(f"\n{results[0]['run_dir']}: {results[0]['task']}, {scheme_label(results[0])}\n")
@@ -172,6 +173,10 @@ def print_summary(
     for result in results:
         for note in result["summary"]["notes"]:
             print(f"note: {Path(result['run_dir']).name}: {note}")
+    for result in exact:
+        if result.get("diagnostics"):
+            line = result["diagnostics"]["where_it_fails"]
+            print(f"where it fails: {Path(result['run_dir']).name}: {line}")
     placed = f"under {out}" if given_out else "in each run"
     print(f"\neval.json {placed}; reports: {', '.join(str(p) for p in paths.values())}")
 

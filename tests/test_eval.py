@@ -387,8 +387,9 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
     # Field by field (also when jsonschema is missing), and the schema lists exactly these keys;
     # reached_target is optional so that files written before it still load; parent is only
     # in a fine-tuned run's file (train.py --extend, tests/test_extend.py); passkey only in
-    # runs of the passkey task (tests/test_passkey.py).
-    assert set(saved) == set(SCHEMA["required"]) | {"reached_target"}
+    # runs of the passkey task (tests/test_passkey.py); diagnostics unless eval.diagnostics=off
+    # (tests/test_diagnostics.py).
+    assert set(saved) == set(SCHEMA["required"]) | {"reached_target", "diagnostics"}
     assert set(SCHEMA["properties"]) == set(saved) | {"parent", "passkey"}
     assert saved["reached_target"] is None  # the run has no train.target_accuracy
     assert saved["schema_version"] == SCHEMA["properties"]["schema_version"]["const"]
@@ -400,7 +401,7 @@ def test_eval_json_follows_the_schema(run_result, trained_run):
     assert set(saved["grid_lengths"]) <= {r["length"] for r in saved["lengths"]}
     length_keys = SCHEMA["properties"]["lengths"]["items"]["required"]
     for row in saved["lengths"]:
-        assert list(row) == length_keys
+        assert list(row) == [*length_keys, "failures", "attention"]  # tests/test_diagnostics.py
         assert isinstance(row["length"], int) and isinstance(row["tokens"], int)
         assert row["samples"] == FAST_EVAL.samples and row["supported"] is True
         assert row["reason"] is None
@@ -462,7 +463,7 @@ def test_reports_tables_and_plot(run_result, tmp_path):
     learned["run_dir"] = str(tmp_path / "copy_learned")
     results = [run_result, second, learned]
     paths = write_reports(results, tmp_path)
-    figures = {"plot", "learning_speed", "order_sensitivity"}
+    figures = {"plot", "learning_speed", "order_sensitivity", "attention"}
     assert set(paths) == {"csv", "json", "markdown"} | figures
     assert all(paths[name].read_bytes()[:8] == PNG_MAGIC for name in figures)
     rows = paths["csv"].read_text().strip().splitlines()

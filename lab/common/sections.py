@@ -251,6 +251,11 @@ class TrainConfig:
                 )
 
 
+DIAGNOSTICS = ("off", "basic", "full")
+"""Values of ``eval.diagnostics``: none, the default set, and the default set with RoPE's
+frequency use (:class:`EvalConfig`)."""
+
+
 @dataclass
 class EvalConfig:
     """Length-extrapolation and order-sensitivity evaluation (``eval.py``).
@@ -277,6 +282,13 @@ class EvalConfig:
         stride: language-model tasks only: ``null`` scores non-overlapping windows; an integer
             slides windows by ``stride`` tokens and scores only each window's last ``stride``
             (Press et al. 2022, "Train Short, Test Long", sliding-window evaluation). >= 1.
+        diagnostics: why a run fails past its training length (docs/diagnostics.md):
+            ``basic`` (the default) adds, at every length, the failure modes and oracle-length
+            exact-match (from the same logits) and the attention statistics and solver
+            alignment of the first ``diagnostic_samples`` sequences (one extra float32 pass);
+            ``full`` adds RoPE's frequency use and p-RoPE at evaluation (RoPE runs only);
+            ``off`` measures none of them. Synthetic tasks only.
+        diagnostic_samples: sequences per length for the attention statistics. 1..MAX_SAMPLES.
     """
 
     lengths: list[int] | None = None
@@ -288,9 +300,16 @@ class EvalConfig:
     precision: str | None = None
     lm_tokens: int = 65536
     stride: int | None = None
+    diagnostics: str = "basic"
+    diagnostic_samples: int = 32
 
     def __post_init__(self) -> None:
         check_finite(self, "eval.")
+        if self.diagnostics not in DIAGNOSTICS:
+            raise ConfigError(
+                f"eval.diagnostics={self.diagnostics!r} is invalid; use one of "
+                f"{', '.join(DIAGNOSTICS)}"
+            )
         check_range("eval.lm_tokens", self.lm_tokens, 1, MAX_LM_TOKENS)
         if self.stride is not None:
             check_range("eval.stride", self.stride, 1, MAX_TOKENS)
@@ -304,7 +323,7 @@ class EvalConfig:
                 f"eval.max_length_factor={self.max_length_factor} is invalid; it must be >= 1"
             )
         check_range("eval.batch_tokens", self.batch_tokens, 1, MAX_BATCH_TOKENS)
-        for name in ("samples", "probe_samples"):
+        for name in ("samples", "probe_samples", "diagnostic_samples"):
             if not 1 <= getattr(self, name) <= MAX_SAMPLES:
                 value = getattr(self, name)
                 raise ConfigError(

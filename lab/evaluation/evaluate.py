@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from data import Task, task_class
+from data.streams import evaluation_set
 from lab.common.checkpoint import (
     CHECKPOINT_NAME,
     checkpoint_digest,
@@ -41,10 +42,12 @@ from lab.common.config import (
 from lab.common.files import linked_below, safe_folder
 from lab.common.machine import machine_info
 from lab.common.runtime import compute_dtype, resolve_device
+from lab.diagnostics.lengths import diagnosed_length, diagnostics_record, training_answer_tokens
+from lab.diagnostics.rope_use import rope_record
 from lab.evaluation.extrapolation import (
     LengthResult,
     default_lengths,
-    evaluate_length,
+    evaluate_batch,
     multiple_lengths,
 )
 from lab.evaluation.learned import LEARNED
@@ -342,7 +345,13 @@ def evaluate_model(
     task = d.build_task()
     grid, lengths = evaluation_lengths(config, e, task)
     precision = eval_precision(config, e)
-    results = length_results(model, task, lengths, config.seed, e, precision, progress)
+    diagnose = e.diagnostics != "off"
+    answers = None
+    if diagnose:
+        answers = training_answer_tokens(task, config.seed, d.train_max_length, e.samples)
+    results, spent = length_results(
+        model, task, lengths, config.seed, e, precision, progress, answers
+    )
     summary = summarize(results, grid, d.train_min_length, d.train_max_length, e.max_length_factor)
     probe = permutation_probe(
         model, task, d.train_max_length, e.probe_samples, config.seed, e.batch_tokens
@@ -353,6 +362,8 @@ def evaluate_model(
         progress.update(1)
     device = next(model.parameters()).device
     record = eval_record(config, e, grid, results, summary, probe)
+    if diagnose:
+        record["diagnostics"] = run_diagnostics(model, config, e, task, record, answers, spent)
     passkey = passkey_record(model, config, e, precision)  # the passkey task only
     if passkey is not None:
         record["passkey"] = passkey
@@ -360,6 +371,28 @@ def evaluate_model(
     record["device"] = str(device)
     record["dtype"] = str(compute_dtype(device, precision)).removeprefix("torch.")
     return record
+
+
+def run_diagnostics(
+    model: torch.nn.Module,
+    config: Config,
+    e: EvalConfig,
+    task: Task,
+    record: dict[str, Any],
+    train_answer_tokens: int,
+    seconds: float,
+) -> dict[str, Any]:
+    """The run-level ``diagnostics`` of ``record``
+    (:func:`lab.diagnostics.lengths.diagnostics_record`), with RoPE's frequency use at
+    ``eval.diagnostics=full`` (:func:`lab.diagnostics.rope_use.rope_record`); ``seconds``: what
+    the lengths' diagnostics took, to which RoPE's are added."""
+    started, rope = time.perf_counter(), None
+    if e.diagnostics == "full":
+        lengths = [row["length"] for row in record["lengths"] if row["supported"]]
+        train_max = config.data.train_max_length
+        rope = rope_record(model, task, train_max, lengths, config.seed, e)
+    seconds += time.perf_counter() - started
+    return diagnostics_record(record, e.diagnostics, train_answer_tokens, seconds, rope)
 
 
 def eval_precision(config: Config, eval_config: EvalConfig) -> str:
@@ -376,23 +409,41 @@ def length_results(
     e: EvalConfig,
     precision: str,
     progress: tqdm | None = None,
-) -> list[LengthResult]:
+    train_answer_tokens: int | None = None,
+) -> tuple[list[LengthResult], float]:
     """Exact-match and token accuracy (in ``precision``) and minimal pairs (float32) of
-    ``model`` at each of ``lengths``; ``progress`` advances once per length."""
-    results = []
+    ``model`` at each of ``lengths``, with the diagnostics of ``e.diagnostics``
+    (:func:`lab.diagnostics.lengths.diagnosed_length`; ``train_answer_tokens`` as there);
+    ``progress`` advances once per length.
+
+    Returns:
+        The results, and the seconds the diagnostics' extra passes took (0 when off).
+    """
+    results, seconds = [], 0.0
     for length in lengths:
         if progress is not None:
             progress.set_postfix_str(f"length {length}")
-        result = evaluate_length(
-            model, task, length, e.samples, seed, e.batch_tokens, precision=precision
-        )
+        batch = evaluation_set(task, seed, length, e.samples)
+        if e.diagnostics == "off":
+            result = evaluate_batch(model, batch, e.batch_tokens, precision=precision)
+        else:
+            result, spent = diagnosed_length(
+                model,
+                task,
+                batch,
+                e.batch_tokens,
+                precision,
+                e.diagnostic_samples,
+                train_answer_tokens,
+            )
+            seconds += spent
         pairs = minimal_pair_accuracy(model, task, length, e.probe_samples, seed, e.batch_tokens)
         if pairs is not None and pairs.pair_accuracy is not None:
             result.pairs, result.pair_accuracy = pairs.pairs, pairs.pair_accuracy
         results.append(result)
         if progress is not None:
             progress.update(1)
-    return results
+    return results, seconds
 
 
 def eval_record(

@@ -17,6 +17,7 @@ import torch
 from data import Batch, Task
 from data.streams import evaluation_set
 from lab.common.runtime import autocast
+from lab.diagnostics.failures import FailureCounts
 from lab.evaluation.metrics import score_answers, wilson_interval
 from model import Transformer
 
@@ -40,6 +41,10 @@ class LengthResult:
         pairs: swapped pairs probed at this length (0 when the task has none).
         pair_accuracy: share of swapped pairs with both members right (see
             :func:`lab.evaluation.order.minimal_pair_accuracy`); None when not probed.
+        failures: the split of the sequences by failure mode and oracle-length exact-match
+            (:meth:`lab.diagnostics.failures.FailureCounts.to_dict`); None when not diagnosed.
+        attention: attention statistics and solver alignment per layer and head
+            (:func:`lab.diagnostics.measure.attention_diagnostics`); None when not diagnosed.
     """
 
     length: int
@@ -54,6 +59,8 @@ class LengthResult:
     correct: str | None = None
     pairs: int = 0
     pair_accuracy: float | None = None
+    failures: dict | None = None
+    attention: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain dict for JSON and CSV."""
@@ -97,10 +104,12 @@ def evaluate_batch(
     batch_tokens: int = 32768,
     should_stop: Callable[[], bool] | None = None,
     precision: str = "auto",
+    failures: FailureCounts | None = None,
 ) -> LengthResult:
     """Teacher-forced exact-match and per-token accuracy of ``model`` on ``batch``'s rows,
     forward passes in ``precision`` (:func:`lab.common.runtime.autocast`: ``auto`` is bf16 on
-    CUDA, float32 elsewhere).
+    CUDA, float32 elsewhere); ``failures``, when given, counts the failure modes of the same
+    logits (no extra forward pass).
 
     Rows are scored in chunks of about ``batch_tokens`` tokens, so memory stays bounded at any
     length. Returns an unsupported :class:`LengthResult` (with the reason) when the position
@@ -125,7 +134,10 @@ def evaluate_batch(
             raise EvaluationStopped
         chunk = batch.rows(slice(start, start + rows)).to(device)
         with autocast(device, precision):
-            scores = score_answers(model(chunk.inputs, prefix_len=chunk.answer_start), chunk)
+            logits = model(chunk.inputs, prefix_len=chunk.answer_start)
+            scores = score_answers(logits, chunk)
+        if failures is not None:
+            failures.add(logits[:, chunk.answer_slice], chunk.answer_targets, chunk.answer_mask)
         hits.append(scores.exact.cpu())
         correct += int(scores.correct_tokens.sum())
         answer_tokens += int(scores.answer_tokens.sum())

@@ -13,12 +13,14 @@ import torch
 
 from lab.common.files import atomic_write
 from lab.common.runtime import compute_dtype
+from lab.diagnostics.schema import ATTENTION, DIAGNOSTICS, FAILURES
 from lab.evaluation.extrapolation import multiple_lengths
 
 Result = dict[str, Any]
 
-SCHEMA_VERSION = 3
-"""Version of :data:`SCHEMA`. 3 added ``device``, ``dtype`` and ``config.eval.precision``; a file
+SCHEMA_VERSION = 4
+"""Version of :data:`SCHEMA`. 3 added ``device``, ``dtype`` and ``config.eval.precision``; 4 the
+diagnostics (``lengths[].failures``, ``lengths[].attention``, ``diagnostics``); a file
 of an older version is not current (:func:`lab.evaluation.evaluate.load_evaluation` returns
 None without a warning, so the run is evaluated again), and the cross-run reports, which read
 only the fields every version has, still read it (a committed ``results.json`` included)."""
@@ -66,6 +68,8 @@ _LENGTH_RESULT = {
         "correct": {"type": ["string", "null"], "pattern": "^[01]*$"},
         "pairs": {"type": "integer", "minimum": 0},
         "pair_accuracy": _FRACTION_OR_NULL,
+        "failures": {"oneOf": [{"type": "null"}, FAILURES]},
+        "attention": {"oneOf": [{"type": "null"}, ATTENTION]},
     },
 }
 
@@ -217,6 +221,7 @@ SCHEMA: dict[str, Any] = {
             "minimal pairs run in float32",
         },
         "passkey": _PASSKEY,
+        "diagnostics": DIAGNOSTICS,
     },
 }
 """JSON Schema (draft 2020-12) of ``eval.json``, the dict
@@ -225,7 +230,9 @@ returns. ``reached_target`` (optional, so files written before it still load): t
 met ``train.target_accuracy`` at every training length (the checkpoint's record); null for a
 run without a target or an older checkpoint. ``parent`` (optional, only in a fine-tuned run's
 file): :data:`PARENT`. ``passkey`` (optional; runs of the ``passkey`` task only): the depth x
-length grid, :data:`_PASSKEY`. Whether a run counts as learned is decided from it and
+length grid, :data:`_PASSKEY`. ``diagnostics`` (optional: absent with ``eval.diagnostics=off``)
+and each length's ``failures`` and ``attention`` (null then): :mod:`lab.diagnostics.schema`.
+Whether a run counts as learned is decided from it and
 ``summary.in_dist`` by :func:`lab.evaluation.learned.not_learned_reason`."""
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
+from lab.diagnostics.tensorboard import write_diagnostics
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import run_label, scheme_label
 from lab.evaluation.record import pair_values
@@ -24,7 +25,9 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
       for the task's Custom Scalars group (:mod:`lab.common.tb_tags`: the name says smoothing must
       be 0, since the step is a length);
     - the same curve as a figure, ``figures/accuracy_vs_length`` (Images tab; no smoothing);
-    - the test-set ``headline/*`` metrics of the HParams tab (:func:`headline_scalars`).
+    - the test-set ``headline/*`` metrics of the HParams tab (:func:`headline_scalars`);
+    - the diagnostics against length and their figure
+      (:func:`lab.diagnostics.tensorboard.write_diagnostics`), when the evaluation has them.
 
     A language-model evaluation (``kind == "lm"``) writes its own curves instead
     (:func:`lab.lm.tensorboard.write_lm_tensorboard`).
@@ -51,6 +54,7 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
         writer.add_figure(RUN_FIGURE, figure, result.get("train_steps") or 0, close=False)
     for tag, value in headline_scalars(result).items():
         writer.add_scalar(tag, value, 0)
+    write_diagnostics(writer, result)
     writer.close()
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
 from data.streams import evaluation_set
 from lab.common.config import config_from_dict
+from lab.diagnostics.report import diagnostics_section
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
 from lab.lm.passkey import passkey_table
@@ -139,6 +140,7 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
         pairs = lengths_table(results, task, "pair_accuracy")
         lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
     lines += passkey_section(results)
+    lines += diagnostics_section(results)
     lines += ["## Runs", "", summary_table(results, out_dir), ""]
     lines += ["## Position options", "", *position_options(results, out_dir), ""]
     lines += ["## Task options", "", *task_options(results), ""]

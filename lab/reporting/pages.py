@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
+from lab.diagnostics.report import ATTENTION_FIGURE
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -64,7 +65,7 @@ FAMILIES = {
         "The default ablation",
         "python sweep.py",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
-        | {name: name for name in FIGURES},
+        | {name: name for name in (*FIGURES, ATTENTION_FIGURE)},
     ),
     "v2": Family(
         "v2",

@@ -35,6 +35,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write
+from lab.diagnostics.report import diagnosed, where_it_fails_lines
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
 from lab.reporting.pages import (
@@ -132,13 +133,18 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
 
 def readme_block(folder: Path = RESULTS / "ablation") -> str:
     """The README's result (without its markers): how it was made, per task the three-seed
-    headline table, the findings against the literature and the plot."""
+    headline table, the findings against the literature, where each scheme fails
+    (:func:`lab.diagnostics.report.where_it_fails_lines`, when the runs hold diagnostics) and
+    the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     lines = [provenance(results, sweep, FAMILIES["ablation"]), ""]
     for task in tasks(results):
         lines += [f"**{task}**: exact-match in percent, mean [95% t-interval] over seeds", ""]
         lines += [headline_table(results, task), ""]
     lines += ["**Findings against the literature**", "", *findings(results), ""]
+    if diagnosed(results):
+        lines += ["**Where it fails** (docs/diagnostics.md)", "", *where_it_fails_lines(results)]
+        lines += [""]
     lines += ["![exact-match against length](docs/results/ablation/accuracy_vs_length.png)"]
     return "\n".join(lines)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
+from lab.diagnostics.figures import attention_figure
+from lab.diagnostics.report import ATTENTION_FIGURE, diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import ordered
 from lab.lm.passkey_figure import passkey_figure
@@ -27,9 +29,10 @@ REPORT_NAMES = (
     "learning_speed.png",
     "order_sensitivity.png",
     PASSKEY_FIGURE,
+    ATTENTION_FIGURE,
 )
-"""The files :func:`write_reports` writes into its folder (the last only when a run holds a
-passkey grid)."""
+"""The files :func:`write_reports` writes into its folder (the passkey heatmaps only when a run
+holds a passkey grid, the attention figure only when a run holds diagnostics)."""
 
 
 def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
@@ -86,5 +89,9 @@ def write_synthetic_reports(results: list[dict[str, Any]], out_dir: str | Path) 
     if any(r.get("passkey") for r in results):
         passkey_figure(results, out / PASSKEY_FIGURE)
         paths["passkey"] = out / PASSKEY_FIGURE
+    if diagnosed(results):
+        paths["attention"] = sweep_figures.save(
+            attention_figure(diagnosed(results)), out / ATTENTION_FIGURE
+        )
     atomic_write(paths["markdown"], markdown_report(results, out))
     return paths

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.diagnostics.columns import DIAGNOSTIC_COLUMNS, diagnostic_fields
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.learned import is_learned
 from registry import describe
@@ -26,6 +27,7 @@ CSV_COLUMNS = (
     "token_accuracy",
     "pair_accuracy",
     "learned",
+    *DIAGNOSTIC_COLUMNS,
 )
 
 
@@ -102,14 +104,16 @@ def length_table(result: dict[str, Any]) -> str:
 
 def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -> list[dict]:
     """Rows of ``results.csv``: one per run x length, columns :data:`CSV_COLUMNS` (``learned``:
-    the run counts as learned, :func:`lab.evaluation.learned.is_learned`)."""
+    the run counts as learned, :func:`lab.evaluation.learned.is_learned`; then the diagnostics,
+    :func:`lab.diagnostics.columns.diagnostic_fields`)."""
     rows = []
     for r in results:
         for length in r["lengths"]:
             row = {"run": run_label(r, out_dir), "position": r["position"], "task": r["task"]}
             row["seed"] = r["seed"]
-            row.update({k: length[k] for k in CSV_COLUMNS[4:-1]})
+            row.update({k: length[k] for k in CSV_COLUMNS[4 : CSV_COLUMNS.index("learned")]})
             row["learned"] = is_learned(r)
+            row.update(diagnostic_fields(r, length))
             rows.append({k: "" if v is None else v for k, v in row.items()})
     return rows
 

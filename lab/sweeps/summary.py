@@ -14,12 +14,13 @@ from lab.common.machine import describe, machine_info
 
 def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1) -> int:
     """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
-    table and where everything is.
+    table, the "where it fails" lines and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
         a report file could not be written: such runs are named, never left out silently.
     """
+    from lab.diagnostics.report import diagnosed, where_it_fails_lines
     from lab.lm.report import lm_summary_table
     from lab.reporting.tables import summary_table
 
@@ -30,6 +31,8 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     print()
     if synthetic:
         print(summary_table(synthetic, out_dir))
+    if diagnosed(synthetic):
+        print("\nWhere it fails (docs/diagnostics.md):", *where_it_fails_lines(synthetic), sep="\n")
     if lm:
         print(lm_summary_table(lm, out_dir))
     failed = _print_counts(records, seconds)

@@ -1,0 +1,185 @@
+"""The "where it fails" line of a run, or of a scheme's runs on one task, generated from the
+diagnostics in ``eval.json`` (never written by hand).
+
+A line names the first length past training whose exact-match falls below
+:data:`lab.evaluation.learned.LEARNED`, how its errors split (the length decision against the
+content, :mod:`lab.diagnostics.failures`), where the first wrong token falls, what oracle length
+gives, and how the attention of the aligned head and the mean entropy moved from the longest
+training length (1x) to there. The aligned head is the layer and head whose attention mass on
+the solver's positions is largest at 1x; it is then followed at every length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import mean
+from typing import Any
+
+from lab.diagnostics.failures import FAILURE_KINDS
+from lab.evaluation.learned import LEARNED
+
+Result = dict[str, Any]
+
+ERROR_KINDS = {
+    "content": "content errors",
+    "early_eos": "early `<eos>`",
+    "late_eos": "late `<eos>`",
+}
+"""The failure kinds past exact-match, and their names in a line."""
+
+
+@dataclass
+class Point:
+    """One length's figures that a line reads (a run's, or a mean over runs).
+
+    Attributes:
+        length: task length.
+        exact_match: share of sequences right.
+        failures: the shares of :data:`lab.diagnostics.failures.FAILURE_KINDS`,
+            ``oracle_exact_match`` and ``first_error_median`` (None when not diagnosed).
+        aligned_mass: the aligned head's attention mass on the solver's positions (None when
+            the task names none).
+        entropy: attention entropy in nats, mean over layers and heads (None when not measured).
+    """
+
+    length: int
+    exact_match: float
+    failures: dict[str, float | None] | None
+    aligned_mass: float | None
+    entropy: float | None
+
+
+def reference_row(run: Result) -> dict[str, Any] | None:
+    """The evaluated length that stands for 1x: the longest training length if evaluated, else
+    the longest evaluated length inside the training range; None when it has no attention."""
+    low, high = run["train_lengths"]
+    inside = [r for r in run["lengths"] if low <= r["length"] <= high and r.get("attention")]
+    return max(inside, key=lambda r: r["length"]) if inside else None
+
+
+def aligned_head(run: Result) -> list[int] | None:
+    """``[layer, head]`` with the largest attention mass on the solver's positions at 1x
+    (:func:`reference_row`); None when the task names no read positions."""
+    row = reference_row(run)
+    masses = row and row["attention"]["alignment_mass"]
+    if not masses:
+        return None
+    cells = [(layer, head) for layer, heads in enumerate(masses) for head in range(len(heads))]
+    return list(max(cells, key=lambda cell: masses[cell[0]][cell[1]]))
+
+
+def run_points(run: Result) -> list[Point]:
+    """One :class:`Point` per supported length of ``run``."""
+    head = aligned_head(run)
+    points = []
+    for row in run["lengths"]:
+        if not row["supported"]:
+            continue
+        attention = row.get("attention") or {}
+        masses = attention.get("alignment_mass")
+        entropy = attention.get("entropy")
+        points.append(
+            Point(
+                row["length"],
+                row["exact_match"],
+                row.get("failures"),
+                masses[head[0]][head[1]] if masses and head else None,
+                mean(v for layer in entropy for v in layer) if entropy else None,
+            )
+        )
+    return points
+
+
+def mean_points(runs: list[Result]) -> list[Point]:
+    """The mean :class:`Point` over ``runs`` at each length every run has."""
+    per_run = [{p.length: p for p in run_points(run)} for run in runs]
+    common = sorted(set.intersection(*(set(p) for p in per_run))) if per_run else []
+    return [_mean_point([points[n] for points in per_run]) for n in common]
+
+
+def _mean_point(points: list[Point]) -> Point:
+    """The mean of one length's points (a figure missing in any run is None)."""
+
+    def average(values: list[float | None]) -> float | None:
+        return None if not values or None in values else mean(values)
+
+    failures = None
+    if all(p.failures for p in points):
+        keys = [*FAILURE_KINDS, "oracle_exact_match"]
+        failures = {k: average([p.failures[k] for p in points]) for k in keys}
+        medians = [p.failures["first_error_median"] for p in points]
+        failures["first_error_median"] = average([m for m in medians if m is not None] or [None])
+    return Point(
+        points[0].length,
+        mean(p.exact_match for p in points),
+        failures,
+        average([p.aligned_mass for p in points]),
+        average([p.entropy for p in points]),
+    )
+
+
+def where_it_fails(points: list[Point], train_max: int, in_dist: float | None) -> str:
+    """The line for ``points`` (a run's or a mean over runs) trained up to ``train_max``."""
+    reference = max(
+        (p for p in points if p.length <= train_max), key=lambda p: p.length, default=None
+    )
+    if in_dist is None or in_dist < LEARNED or reference is None:
+        shown = "not measured" if in_dist is None else f"{in_dist:.1%}"
+        return f"not learned in distribution (exact-match {shown})" + _errors(reference, "1x")
+    past = [p for p in points if p.length > train_max]
+    failing = next((p for p in past if p.exact_match < LEARNED), None)
+    if failing is None:
+        if not past:
+            return "holds in distribution; no length past training was evaluated"
+        last = past[-1]
+        return (
+            f"holds to {_label(last.length, train_max)}: exact-match {last.exact_match:.1%} "
+            f"at length {last.length}"
+        )
+    label = _label(failing.length, train_max)
+    parts = [f"fails at {label} (length {failing.length}): exact-match {failing.exact_match:.1%}"]
+    parts.append(_errors(failing, label).removeprefix("; "))
+    if failing.failures and failing.failures.get("oracle_exact_match") is not None:
+        parts.append(f"oracle length gives {failing.failures['oracle_exact_match']:.1%}")
+    if reference.aligned_mass is not None and failing.aligned_mass is not None:
+        parts.append(
+            f"aligned-head mass on the solver's positions {reference.aligned_mass:.2f} (1x) "
+            f"-> {failing.aligned_mass:.2f} ({label})"
+        )
+    if reference.entropy is not None and failing.entropy is not None:
+        parts.append(f"entropy {failing.entropy - reference.entropy:+.2f} nats")
+    return "; ".join(part for part in parts if part)
+
+
+def _errors(point: Point | None, label: str) -> str:
+    """``'; 97% of errors are content errors (early `<eos>` 2%, late `<eos>` 1%), the first
+    from answer token 11'``, or empty when there are no errors or no failure split."""
+    if point is None or not point.failures or point.failures["right"] is None:
+        return ""
+    wrong = 1 - point.failures["right"]
+    if wrong <= 0:
+        return ""
+    shares = {k: (point.failures[k] or 0.0) / wrong for k in ERROR_KINDS}
+    top = max(shares, key=shares.get)
+    others = ", ".join(f"{ERROR_KINDS[k]} {v:.0%}" for k, v in shares.items() if k != top)
+    text = f"; at {label}, {shares[top]:.0%} of errors are {ERROR_KINDS[top]} ({others})"
+    first = point.failures.get("first_error_median")
+    return text + (f", the first from answer token {first:g}" if first is not None else "")
+
+
+def _label(length: int, train_max: int) -> str:
+    """``length`` as a multiple of ``train_max``: ``'1.25x'``."""
+    return f"{length / train_max:.3g}x"
+
+
+def run_line(run: Result) -> str:
+    """The "where it fails" line of one run's ``eval.json`` dict."""
+    return where_it_fails(run_points(run), run["train_lengths"][1], run["summary"]["in_dist"])
+
+
+def group_line(runs: list[Result]) -> str:
+    """The line of a scheme's runs on one task (same training range): means over the runs
+    (seeds) at each length; ``in_dist`` is the mean of theirs."""
+    values = [r["summary"]["in_dist"] for r in runs]
+    in_dist = None if None in values else mean(values)
+    return where_it_fails(mean_points(runs), runs[0]["train_lengths"][1], in_dist)
