@@ -9,7 +9,8 @@
   per scheme, and the Custom Scalars group ``task TASK: mean over seeds (one line per scheme)``
   gathers them.
 - ``OUT_DIR/_sweep/figures``: the report's figures in the Images tab (``sweep/accuracy_vs_length``,
-  ``sweep/learning_speed``, ``sweep/order_sensitivity``), which no smoothing slider changes.
+  ``sweep/learning_speed``, ``sweep/order_sensitivity``, and ``sweep/attention_vs_length`` when
+  the runs hold diagnostics), which no smoothing slider changes.
 
 The folder name starts with ``_`` so TensorBoard lists these runs (and their Custom Scalars groups)
 before the runs' own. :func:`tensorboard_url` gives a link that shows only the mean runs, colours a
@@ -28,6 +29,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from lab.common.files import safe_folder
 from lab.common.tb_tags import LENGTH_CURVES
+from lab.diagnostics.figures import attention_figure
+from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import learned_only, not_learned_reason
@@ -77,6 +80,8 @@ def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
         writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
         writer.add_figure("sweep/learning_speed", learning_speed_figure(results), 0)
         writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
+        if diagnosed(results):
+            writer.add_figure("sweep/attention_vs_length", attention_figure(diagnosed(results)), 0)
     for task, label, runs, folder in means:
         write_mean_run(task, label, runs, folder, out_dir)
     return root
