@@ -41,6 +41,7 @@ from lab.common.config import ConfigError, EvalConfig, flat_keys
 from lab.common.files import check_not_folders, writable_folder
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
+from lab.diagnostics.summary import run_line
 from lab.evaluation.evaluate import apply_eval_overrides, find_runs, load_run
 from lab.evaluation.labels import scheme_label
 from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
@@ -174,9 +175,8 @@ def print_summary(
         for note in result["summary"]["notes"]:
             print(f"note: {Path(result['run_dir']).name}: {note}")
     for result in exact:
-        if result.get("diagnostics"):
-            line = result["diagnostics"]["where_it_fails"]
-            print(f"where it fails: {Path(result['run_dir']).name}: {line}")
+        if result.get("diagnostics"):  # made from the numbers, as the saved line was
+            print(f"where it fails: {Path(result['run_dir']).name}: {run_line(result)}")
     placed = f"under {out}" if given_out else "in each run"
     print(f"\neval.json {placed}; reports: {', '.join(str(p) for p in paths.values())}")
 

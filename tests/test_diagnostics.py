@@ -4,6 +4,7 @@ that measuring them changes no evaluation figure."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -22,10 +23,10 @@ from lab.diagnostics.attention_stats import alignment, entropy, row_statistics
 from lab.diagnostics.failures import FailureCounts, oracle_length_hits
 from lab.diagnostics.measure import attention_diagnostics
 from lab.diagnostics.summary import aligned_head, run_line
-from lab.evaluation.attention_maps import attention_maps, captured_attention, layer_weights
-from lab.evaluation.evaluate import evaluate_model, evaluate_run
+from lab.evaluation.attention_maps import captured_attention, layer_weights
+from lab.evaluation.evaluate import apply_eval_overrides, evaluate_model, evaluate_run
 from lab.evaluation.extrapolation import evaluate_batch
-from lab.evaluation.record import SCHEMA
+from lab.evaluation.record import SCHEMA, inconsistency
 from lab.reporting.report import write_reports
 from model import ModelConfig
 
@@ -150,23 +151,34 @@ def test_a_model_that_runs_on_is_late_and_a_wrong_token_is_content():
         ("stickbreaking", {}),
         ("rope", {"layout": "rope@3,none"}),
         ("rope", {"softmax_scale": "ssmax"}),
+        ("alibi", {"causal": False}),
     ],
 )
-def test_row_weights_are_the_attention_maps_rows(position, overrides, make_model):
+def test_recomputed_weights_give_each_attention_layers_output(position, overrides, make_model):
+    """``out(weights @ v)`` from the recomputed weights equals what each attention layer
+    returned in the real forward pass, so the statistics describe the attention that ran; the
+    rows asked for are those rows, and hidden keys get no weight."""
     model = make_model(position, strong=True, **overrides)
-    idx = torch.randint(3, 16, (1, 12), generator=torch.Generator().manual_seed(0))
-    maps = attention_maps(model, idx)
-    rows = slice(7, 12)
-    found = []
+    idx = torch.randint(3, 16, (2, 12), generator=torch.Generator().manual_seed(0))
+    prefix = 5 if not overrides.get("causal", True) else None
+    made, returned = [], []
 
     def on_layer(index, module, x, context):
-        found.append(layer_weights(module, x, context, rows))
+        b, t, d = x.shape
+        v = module.qkv(x).view(b, t, 3, module.n_heads, d // module.n_heads)[:, :, 2]
+        weights, visible = layer_weights(module, x, context)  # (B, H, T, T)
+        assert not weights[~visible.expand_as(weights)].any()
+        rows, _ = layer_weights(module, x, context, slice(7, 12))
+        assert torch.allclose(rows, weights[:, :, 7:12], atol=1e-6)
+        made.append(module.out((weights @ v.transpose(1, 2)).transpose(1, 2).reshape(b, t, d)))
 
+    hooks = [b.attn.register_forward_hook(lambda m, i, o: returned.append(o)) for b in model.blocks]
     with torch.no_grad(), captured_attention(model, on_layer):
-        model(idx)
-    for full, (weights, visible) in zip(maps, found, strict=True):
-        assert torch.allclose(weights[0], full[:, rows], atol=1e-6)
-        assert not weights[0][~visible[0].expand_as(weights[0])].any()  # nothing on hidden keys
+        model(idx, prefix_len=prefix)
+    for hook in hooks:
+        hook.remove()
+    for mine, theirs in zip(made, returned, strict=True):
+        assert torch.allclose(mine, theirs, atol=1e-5)
 
 
 def test_attention_diagnostics_of_a_model_are_bounded_and_chunking_changes_nothing(
@@ -193,7 +205,7 @@ def diagnosed_run(finished_run, tmp_path_factory):
     """The finished tiny run evaluated with diagnostics, and without."""
     out = tmp_path_factory.mktemp("diagnosed")
     on = evaluate_run(finished_run, FAST_EVAL, device="cpu", write_to=out / "on", root=out)
-    off_settings = EvalConfig(**{**FAST_EVAL.__dict__, "diagnostics": "off"})
+    off_settings = EvalConfig(**{**FAST_EVAL.__dict__, "diagnostics": "none"})
     off = evaluate_run(finished_run, off_settings, device="cpu", write_to=out / "off", root=out)
     return on, off, out
 
@@ -254,29 +266,66 @@ def line_record(exact: list[float], masses: list[float], early: float) -> dict:
         attention = {"entropy": [[1.0, 2.0]], "alignment_mass": [[mass, 0.1]]}
         rows.append({"length": length, "supported": True, "exact_match": em})
         rows[-1] |= {"failures": failures, "attention": attention}
-    return {"train_lengths": [2, 10], "lengths": rows, "summary": {"in_dist": exact[0]}}
+    config = {"eval": {"max_length_factor": 4.0}}
+    return {"train_lengths": [2, 10], "lengths": rows, "summary": {"in_dist": exact[0]}} | {
+        "config": config
+    }
 
 
 def test_where_it_fails_line_is_made_from_the_numbers():
     record = line_record([1.0, 0.97, 0.5, 0.0], [0.93, 0.8, 0.31, 0.1], early=0.25)
     assert run_line(record) == (
-        "fails at 1.3x (length 13): exact-match 50.0%; at 1.3x, 75% of errors are content "
+        "fails at 1.25x (length 13): exact-match 50.0%; at 1.25x, 75% of errors are content "
         "errors (early `<eos>` 25%, late `<eos>` 0%), the first from answer token 11; "
         "oracle length gives 62.5%; aligned-head mass on the solver's positions 0.93 (1x) -> "
-        "0.31 (1.3x); entropy +0.00 nats"
+        "0.31 (1.25x); entropy +0.00 nats from 1x"
     )
     holding = line_record([1.0, 1.0, 0.99, 0.96], [0.9] * 4, early=0.0)
     assert run_line(holding) == "holds to 2x: exact-match 96.0% at length 20"
     unlearned = line_record([0.4, 0.1, 0.0, 0.0], [0.2] * 4, early=1.0)
     assert run_line(unlearned).startswith("not learned in distribution (exact-match 40.0%); at 1x,")
     assert "100% of errors are early `<eos>`" in run_line(unlearned)
+    cut = line_record([1.0, 1.0, 0.99, 0.96], [0.9] * 4, early=0.0)
+    cut["lengths"][2] |= {"supported": False, "exact_match": None}
+    cut["lengths"] = cut["lengths"][:3]
+    assert run_line(cut) == (
+        "holds to 1.1x: exact-match 100.0% at length 11; the scheme cannot encode length 13 "
+        "(1.25x) and beyond"
+    )
+    cut["summary"]["in_dist"] = None
+    assert run_line(cut).startswith("in-distribution exact-match not evaluated; the scheme")
+
+
+def test_a_hostile_diagnostics_edit_is_treated_as_missing(diagnosed_run, tmp_path):
+    """eval.json diagnostics that contradict themselves are inconsistent, so the run is
+    evaluated again instead of breaking every report."""
+    on, _, _ = diagnosed_run
+    assert inconsistency(on) is None
+    edits = {
+        "failure shares do not sum to 1": lambda r: r["lengths"][1]["failures"].update(content=9),
+        "failures.right is not": lambda r: r["lengths"][1]["failures"].update(
+            right=r["lengths"][1]["failures"]["right"] + 0.5,
+            content=r["lengths"][1]["failures"]["content"] - 0.5,  # the shares still sum to 1
+        ),
+        "not one shape": lambda r: r["lengths"][1]["attention"].update(entropy=[[]]),
+        "one of alignment_mass": lambda r: r["lengths"][1]["attention"].update(alignment_hit=None),
+        "aligned_head [7, 9]": lambda r: r["diagnostics"].update(aligned_head=[7, 9]),
+    }
+    for message, edit in edits.items():
+        hostile = copy.deepcopy(on)
+        edit(hostile)
+        assert message in (inconsistency(hostile) or ""), message
 
 
 def test_a_bad_diagnostics_value_is_one_line_naming_the_allowed_ones():
-    with pytest.raises(Exception, match=r"^eval.diagnostics='all' is invalid; use one of off, "):
+    with pytest.raises(Exception, match=r"^eval.diagnostics='all' is invalid; use one of none, "):
         EvalConfig(diagnostics="all")
     with pytest.raises(Exception, match=r"^eval.diagnostic_samples=0 is invalid"):
         EvalConfig(diagnostic_samples=0)
+    for value in ("none", "basic", "full"):  # eval.py's overrides read values as YAML
+        assert (
+            apply_eval_overrides(EvalConfig(), [f"eval.diagnostics={value}"]).diagnostics == value
+        )
 
 
 def test_diagnostics_off_evaluates_like_before(make_model):
@@ -288,7 +337,7 @@ def test_diagnostics_off_evaluates_like_before(make_model):
     model = make_model("alibi", vocab_size=config.model.vocab_size)
     settings = EvalConfig(samples=16, probe_samples=8, lengths=[3, 6], max_length_factor=1.5)
     on = evaluate_model(model, config, settings)
-    off = evaluate_model(model, config, EvalConfig(**{**settings.__dict__, "diagnostics": "off"}))
+    off = evaluate_model(model, config, EvalConfig(**{**settings.__dict__, "diagnostics": "none"}))
     assert [r["correct"] for r in on["lengths"]] == [r["correct"] for r in off["lengths"]]
     assert on["diagnostics"]["mode"] == "basic" and on["lengths"][0]["attention"]["samples"] == 16
 

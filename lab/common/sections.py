@@ -251,9 +251,9 @@ class TrainConfig:
                 )
 
 
-DIAGNOSTICS = ("off", "basic", "full")
+DIAGNOSTICS = ("none", "basic", "full")
 """Values of ``eval.diagnostics``: none, the default set, and the default set with RoPE's
-frequency use (:class:`EvalConfig`)."""
+frequency use (:class:`EvalConfig`). Not ``off``: YAML 1.1 reads ``off`` as false."""
 
 
 @dataclass
@@ -287,7 +287,7 @@ class EvalConfig:
             exact-match (from the same logits) and the attention statistics and solver
             alignment of the first ``diagnostic_samples`` sequences (one extra float32 pass);
             ``full`` adds RoPE's frequency use and p-RoPE at evaluation (RoPE runs only);
-            ``off`` measures none of them. Synthetic tasks only.
+            ``none`` measures none of them. Synthetic tasks only.
         diagnostic_samples: sequences per length for the attention statistics. 1..MAX_SAMPLES.
     """
 

@@ -50,15 +50,17 @@ def attention_figure(results: list[Result]) -> Figure:
     its learned runs, or all its runs when none learned); x is the length over the longest
     training length, the dashed line at 1."""
     names = tasks(results)
+    colours: dict[str, str] = {}  # one colour per scheme across the tasks
     figure = Figure(figsize=(15, 3.6 * len(names)), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(len(names), len(PANELS), squeeze=False)
     for row, task in zip(axes, names, strict=True):
-        for i, (scheme, runs) in enumerate(groups(results, task).items()):
+        for scheme, runs in groups(results, task).items():
+            colour = colours.setdefault(scheme, f"C{len(colours) % 10}")
             for ax, statistic in zip(row, PANELS, strict=True):
                 x, y = _curve(learned_only(runs) or runs, statistic)
                 if x:
-                    ax.plot(x, y, "o-", color=f"C{i}", label=scheme, markersize=3)
+                    ax.plot(x, y, "o-", color=colour, label=scheme, markersize=3)
         for ax, label in zip(row, PANELS.values(), strict=True):
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
             ax.set(title=f"{task}: {label}", xlabel="length / longest training length")

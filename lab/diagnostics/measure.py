@@ -17,8 +17,8 @@ from model import Transformer
 
 WEIGHT_BUDGET = 2**22
 """Most attention weights (floats) formed per layer at once: rows of a batch are taken in
-chunks of ``WEIGHT_BUDGET // (H * Q * T)`` (at least one), so memory stays bounded at any
-length (16 MiB of float32 per layer and chunk)."""
+chunks of ``WEIGHT_BUDGET // (H * Q * T)`` (16 MiB of float32 per layer and chunk), at least
+one row, so past about 1000 tokens a chunk is one sequence and grows with its length squared."""
 
 
 def chunk_rows(heads: int, queries: int, tokens: int) -> int:
@@ -46,7 +46,6 @@ def attention_diagnostics(model: Transformer, task: Task, batch: Batch) -> dict[
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    sources = source_mask(task, batch)  # (B, A, S - 1) or None
     answer = batch.answer_slice
     n, t = batch.inputs.shape
     queries = t - answer.start
@@ -54,9 +53,10 @@ def attention_diagnostics(model: Transformer, task: Task, batch: Batch) -> dict[
     sums: list[dict[str, Tensor]] = [{} for _ in model.blocks]
     rows = chunk_rows(model.config.n_heads, queries, t)
     for start in range(0, n, rows):
-        chunk = batch.rows(slice(start, start + rows)).to(device)
-        chunk_sources = None if sources is None else sources[start : start + rows].to(device)
-        _add_chunk(model, chunk, chunk_sources, positions, sums)
+        chunk = batch.rows(slice(start, start + rows))
+        sources = source_mask(task, chunk)  # (b, A, S - 1) or None, one chunk at a time
+        sources = None if sources is None else sources.to(device)
+        _add_chunk(model, chunk.to(device), sources, positions, sums)
     model.train(was_training)
     return _means(sums, n, int(batch.answer_mask.sum()))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from statistics import mean, median
 from typing import Any
 
-from lab.diagnostics.summary import group_line
+from lab.diagnostics.summary import frame, group_line
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import groups, tasks
 from lab.reporting.tables import DASH, format_table, percent
@@ -50,16 +50,18 @@ def failure_table(results: list[Result], task: str) -> str:
     :data:`FAILURE_COLUMNS` and the median first wrong answer token, means over runs."""
     rows = []
     for scheme, runs in groups(results, task).items():
-        high = runs[0]["train_lengths"][1]
+        high, named = runs[0]["train_lengths"][1], frame(runs[0], None)
         lengths = sorted({row["length"] for row in runs[0]["lengths"] if row["length"] >= high})
         for length in lengths:
             found = [_row(run, length) for run in runs]
-            if None in found:
+            label = f"{named.label(length)} ({length})"
+            if None in found:  # unsupported (or not diagnosed) in some run
+                rows.append([scheme, label, "unsupported", *[DASH] * len(FAILURE_COLUMNS)])
                 continue
             cells = [percent(mean(f[key] for f in found)) for key in FAILURE_COLUMNS]
             medians = [f["first_error_median"] for f in found if f["first_error_median"]]
             first = f"{mean(medians):.1f}" if medians else DASH
-            rows.append([scheme, f"{length / high:.3g}x ({length})", *cells, first])
+            rows.append([scheme, label, *cells, first])
     headers = ["scheme", "length", *FAILURE_COLUMNS.values(), "first error (token)"]
     return format_table(headers, rows)
 
@@ -73,10 +75,14 @@ def _row(run: Result, length: int) -> dict[str, Any] | None:
 def cost_line(runs: list[Result]) -> str:
     """``'The attention passes took a median 11.2% of a run's evaluation time (range 8.1% to
     14.0%, 30 runs).'``: each run's ``diagnostics.seconds`` over its ``eval_seconds``."""
-    shares = sorted(r["diagnostics"]["seconds"] / r["eval_seconds"] for r in runs)
+    timed = [r for r in runs if r["eval_seconds"] > 0]
+    shares = sorted(r["diagnostics"]["seconds"] / r["eval_seconds"] for r in timed)
+    if not shares:
+        return "The runs record no evaluation time."
     return (
         f"The attention passes took a median {median(shares):.1%} of a run's evaluation time "
-        f"(range {shares[0]:.1%} to {shares[-1]:.1%}, {len(shares)} runs)."
+        f"(range {shares[0]:.1%} to {shares[-1]:.1%}, {len(shares)} "
+        f"run{'s' * (len(shares) != 1)})."
     )
 
 

@@ -67,24 +67,30 @@ def pair_shares(model: Transformer, batch: Batch) -> list[list[float]]:
 
 
 def p_rope_exact_match(
-    model: Transformer, task: Task, lengths: list[int], seed: int, samples: int, batch_tokens: int
+    model: Transformer, task: Task, lengths: list[int], seed: int, e: Any, precision: str
 ) -> dict[str, list[float | None]]:
     """``{str(p): [exact-match per length]}`` for each of :data:`P_VALUES`, the model's other
-    RoPE options as trained (float32, the same test sequences as its evaluation)."""
+    RoPE options as evaluated, on the same test sequences (``e.samples``) and in the same
+    ``precision`` as its evaluation."""
     found = {}
     for p in P_VALUES:
         variant = model.at_evaluation({"p": p})
-        found[str(p)] = [
-            evaluate_batch(
-                variant, evaluation_set(task, seed, n, samples), batch_tokens
-            ).exact_match
-            for n in lengths
-        ]
+        found[str(p)] = []
+        for n in lengths:
+            batch = evaluation_set(task, seed, n, e.samples)
+            result = evaluate_batch(variant, batch, e.batch_tokens, precision=precision)
+            found[str(p)].append(result.exact_match)
     return found
 
 
 def rope_record(
-    model: Transformer, task: Task, train_max: int, lengths: list[int], seed: int, e: Any
+    model: Transformer,
+    task: Task,
+    train_max: int,
+    lengths: list[int],
+    seed: int,
+    e: Any,
+    precision: str,
 ) -> dict[str, Any] | None:
     """The ``rope`` entry of ``eval.json``'s ``diagnostics`` (None for another scheme):
     ``pair_shares`` at the longest training length, ``low_frequency_share`` (the lowest quarter
@@ -95,7 +101,7 @@ def rope_record(
     shares = pair_shares(model, batch)
     quarter = max(1, len(shares[0]) // 4)
     low = sum(sum(layer[-quarter:]) for layer in shares) / len(shares)
-    exact = p_rope_exact_match(model, task, lengths, seed, e.samples, e.batch_tokens)
+    exact = p_rope_exact_match(model, task, lengths, seed, e, precision)
     return {
         "pair_shares": shares,
         "low_frequency_share": round(low, 6),

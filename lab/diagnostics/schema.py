@@ -92,3 +92,35 @@ DIAGNOSTICS: dict[str, Any] = {
     },
     "description": "the run's summary of its diagnostics (lab.diagnostics.lengths)",
 }
+
+
+def diagnostics_inconsistency(result: dict[str, Any]) -> str | None:
+    """What makes the diagnostics of a schema-valid ``eval.json`` dict contradict themselves or
+    its figures, in a few words, or None: failure shares that do not sum to 1 or whose ``right``
+    is not the length's exact-match, per-head lists that are empty or not one shape (layers x
+    heads) at every length, an alignment with only one of its two lists, or an aligned head
+    outside that shape. :func:`lab.evaluation.record.inconsistency` calls it, so such a file is
+    treated as missing instead of breaking every report."""
+    shapes = set()
+    for row in result["lengths"]:
+        failures, attention = row.get("failures"), row.get("attention")
+        if failures is not None:
+            if abs(sum(failures[kind] for kind in FAILURE_KINDS) - 1) > 1e-9:
+                return f"length {row['length']}: failure shares do not sum to 1"
+            if failures["right"] != row["exact_match"]:
+                return f"length {row['length']}: failures.right is not its exact-match"
+        if attention is None:
+            continue
+        if (attention["alignment_mass"] is None) != (attention["alignment_hit"] is None):
+            return f"length {row['length']}: one of alignment_mass and alignment_hit is null"
+        for name in (*STATISTICS, *ALIGNMENT):
+            if attention[name] is not None:
+                shapes.add(tuple(len(heads) for heads in attention[name]))
+    if len(shapes) > 1 or any(0 in shape for shape in shapes):
+        return "attention statistics are not one shape (layers x heads) at every length"
+    head = (result.get("diagnostics") or {}).get("aligned_head")
+    if head is not None and (not shapes or head[0] >= len(next(iter(shapes)))):
+        return f"diagnostics.aligned_head {head} is outside the attention statistics"
+    if head is not None and head[1] >= next(iter(shapes))[head[0]]:
+        return f"diagnostics.aligned_head {head} is outside the attention statistics"
+    return None

@@ -16,6 +16,7 @@ from statistics import mean
 from typing import Any
 
 from lab.diagnostics.failures import FAILURE_KINDS
+from lab.evaluation.extrapolation import multiple_lengths
 from lab.evaluation.learned import LEARNED
 
 Result = dict[str, Any]
@@ -118,36 +119,65 @@ def _mean_point(points: list[Point]) -> Point:
     )
 
 
-def where_it_fails(points: list[Point], train_max: int, in_dist: float | None) -> str:
-    """The line for ``points`` (a run's or a mean over runs) trained up to ``train_max``."""
-    reference = max(
-        (p for p in points if p.length <= train_max), key=lambda p: p.length, default=None
-    )
-    if in_dist is None or in_dist < LEARNED or reference is None:
-        shown = "not measured" if in_dist is None else f"{in_dist:.1%}"
-        return f"not learned in distribution (exact-match {shown})" + _errors(reference, "1x")
-    past = [p for p in points if p.length > train_max]
+@dataclass
+class Frame:
+    """What a line needs besides its points: the run's longest training length, its
+    in-distribution exact-match, the names of its lengths (``{length: '1.25x'}``, the report's
+    multiples) and the first length past training its scheme cannot encode (or None)."""
+
+    train_max: int
+    in_dist: float | None
+    labels: dict[int, str]
+    unsupported_from: int | None
+
+    def label(self, length: int) -> str:
+        """``length`` as the report names it: a multiple of the grid (``'1.25x'``), else its
+        ratio to the longest training length (``'0.5x'``)."""
+        return self.labels.get(length) or f"{length / self.train_max:.3g}x"
+
+
+def where_it_fails(points: list[Point], frame: Frame) -> str:
+    """The line for ``points`` (a run's or a mean over runs) in ``frame``."""
+    inside = [p for p in points if p.length <= frame.train_max]
+    reference = max(inside, key=lambda p: p.length, default=None)
+    unsupported = ""
+    if frame.unsupported_from is not None:
+        n = frame.unsupported_from
+        unsupported = f"; the scheme cannot encode length {n} ({frame.label(n)}) and beyond"
+    if frame.in_dist is None:
+        return "in-distribution exact-match not evaluated" + unsupported
+    if frame.in_dist < LEARNED or reference is None:
+        shown = f"not learned in distribution (exact-match {frame.in_dist:.1%})"
+        at = frame.label(reference.length) if reference else ""
+        return shown + _errors(reference, at) + unsupported
+    past = [p for p in points if p.length > frame.train_max]
     failing = next((p for p in past if p.exact_match < LEARNED), None)
     if failing is None:
         if not past:
-            return "holds in distribution; no length past training was evaluated"
+            return "holds in distribution; no length past training was evaluated" + unsupported
         last = past[-1]
         return (
-            f"holds to {_label(last.length, train_max)}: exact-match {last.exact_match:.1%} "
-            f"at length {last.length}"
+            f"holds to {frame.label(last.length)}: exact-match {last.exact_match:.1%} at length "
+            f"{last.length}{unsupported}"
         )
-    label = _label(failing.length, train_max)
+    return _failing(reference, failing, frame) + unsupported
+
+
+def _failing(reference: Point, failing: Point, frame: Frame) -> str:
+    """The line's body for the first failing length: errors, oracle length, alignment and
+    entropy moved from ``reference`` (the longest evaluated training length)."""
+    label, base = frame.label(failing.length), frame.label(reference.length)
     parts = [f"fails at {label} (length {failing.length}): exact-match {failing.exact_match:.1%}"]
     parts.append(_errors(failing, label).removeprefix("; "))
     if failing.failures and failing.failures.get("oracle_exact_match") is not None:
         parts.append(f"oracle length gives {failing.failures['oracle_exact_match']:.1%}")
     if reference.aligned_mass is not None and failing.aligned_mass is not None:
         parts.append(
-            f"aligned-head mass on the solver's positions {reference.aligned_mass:.2f} (1x) "
+            f"aligned-head mass on the solver's positions {reference.aligned_mass:.2f} ({base}) "
             f"-> {failing.aligned_mass:.2f} ({label})"
         )
     if reference.entropy is not None and failing.entropy is not None:
-        parts.append(f"entropy {failing.entropy - reference.entropy:+.2f} nats")
+        parts.append(f"entropy {failing.entropy - reference.entropy:+.2f} nats from {base}")
     return "; ".join(part for part in parts if part)
 
 
@@ -167,19 +197,25 @@ def _errors(point: Point | None, label: str) -> str:
     return text + (f", the first from answer token {first:g}" if first is not None else "")
 
 
-def _label(length: int, train_max: int) -> str:
-    """``length`` as a multiple of ``train_max``: ``'1.25x'``."""
-    return f"{length / train_max:.3g}x"
+def frame(run: Result, in_dist: float | None) -> Frame:
+    """The :class:`Frame` of ``run`` (its config's ``eval.max_length_factor`` names the
+    multiples) with ``in_dist``."""
+    high = run["train_lengths"][1]
+    factor = run["config"]["eval"].get("max_length_factor", 4.0)
+    labels = {n: label for label, n in multiple_lengths(high, factor).items()}
+    labels.setdefault(high, "1x")
+    blocked = [r["length"] for r in run["lengths"] if r["length"] > high and not r["supported"]]
+    return Frame(high, in_dist, labels, min(blocked, default=None))
 
 
 def run_line(run: Result) -> str:
     """The "where it fails" line of one run's ``eval.json`` dict."""
-    return where_it_fails(run_points(run), run["train_lengths"][1], run["summary"]["in_dist"])
+    return where_it_fails(run_points(run), frame(run, run["summary"]["in_dist"]))
 
 
 def group_line(runs: list[Result]) -> str:
-    """The line of a scheme's runs on one task (same training range): means over the runs
-    (seeds) at each length; ``in_dist`` is the mean of theirs."""
+    """The line of a scheme's runs on one task (same training range and grid): means over the
+    runs (seeds) at each length; ``in_dist`` is the mean of theirs."""
     values = [r["summary"]["in_dist"] for r in runs]
     in_dist = None if None in values else mean(values)
-    return where_it_fails(mean_points(runs), runs[0]["train_lengths"][1], in_dist)
+    return where_it_fails(mean_points(runs), frame(runs[0], in_dist))

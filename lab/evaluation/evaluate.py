@@ -345,7 +345,7 @@ def evaluate_model(
     task = d.build_task()
     grid, lengths = evaluation_lengths(config, e, task)
     precision = eval_precision(config, e)
-    diagnose = e.diagnostics != "off"
+    diagnose = e.diagnostics != "none"
     answers = None
     if diagnose:
         answers = training_answer_tokens(task, config.seed, d.train_max_length, e.samples)
@@ -390,7 +390,13 @@ def run_diagnostics(
     if e.diagnostics == "full":
         lengths = [row["length"] for row in record["lengths"] if row["supported"]]
         train_max = config.data.train_max_length
-        rope = rope_record(model, task, train_max, lengths, config.seed, e)
+        precision = eval_precision(config, e)
+        rope = rope_record(model, task, train_max, lengths, config.seed, e, precision)
+        if rope is None:
+            record["summary"]["notes"].append(
+                "eval.diagnostics=full: RoPE's frequency use needs RoPE in every layer and head; "
+                "not measured"
+            )
     seconds += time.perf_counter() - started
     return diagnostics_record(record, e.diagnostics, train_answer_tokens, seconds, rope)
 
@@ -424,7 +430,7 @@ def length_results(
         if progress is not None:
             progress.set_postfix_str(f"length {length}")
         batch = evaluation_set(task, seed, length, e.samples)
-        if e.diagnostics == "off":
+        if e.diagnostics == "none":
             result = evaluate_batch(model, batch, e.batch_tokens, precision=precision)
         else:
             result, spent = diagnosed_length(

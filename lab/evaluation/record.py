@@ -13,7 +13,12 @@ import torch
 
 from lab.common.files import atomic_write
 from lab.common.runtime import compute_dtype
-from lab.diagnostics.schema import ATTENTION, DIAGNOSTICS, FAILURES
+from lab.diagnostics.schema import (
+    ATTENTION,
+    DIAGNOSTICS,
+    FAILURES,
+    diagnostics_inconsistency,
+)
 from lab.evaluation.extrapolation import multiple_lengths
 
 Result = dict[str, Any]
@@ -230,7 +235,7 @@ returns. ``reached_target`` (optional, so files written before it still load): t
 met ``train.target_accuracy`` at every training length (the checkpoint's record); null for a
 run without a target or an older checkpoint. ``parent`` (optional, only in a fine-tuned run's
 file): :data:`PARENT`. ``passkey`` (optional; runs of the ``passkey`` task only): the depth x
-length grid, :data:`_PASSKEY`. ``diagnostics`` (optional: absent with ``eval.diagnostics=off``)
+length grid, :data:`_PASSKEY`. ``diagnostics`` (optional: absent with ``eval.diagnostics=none``)
 and each length's ``failures`` and ``attention`` (null then): :mod:`lab.diagnostics.schema`.
 Whether a run counts as learned is decided from it and
 ``summary.in_dist`` by :func:`lab.evaluation.learned.not_learned_reason`."""
@@ -246,8 +251,10 @@ def inconsistency(result: dict[str, Any]) -> str | None:
     not around its exact-match, a ``correct`` string not one character per sample or not giving the
     exact-match, pair accuracy without pairs), a figure at a multiple of the longest training
     length (``summary.at``) that is not that length's, or an in-distribution figure that is not
-    the mean over the grid lengths in the training range. Reports draw error bars and pair
-    sequences from these fields, so each one would otherwise be a traceback on every re-run.
+    the mean over the grid lengths in the training range, or diagnostics that contradict
+    themselves (:func:`lab.diagnostics.schema.diagnostics_inconsistency`). Reports draw error
+    bars and pair sequences from these fields, so each one would otherwise be a traceback on
+    every re-run.
     """
     bad = _non_finite(result)
     if bad:
@@ -281,7 +288,11 @@ def inconsistency(result: dict[str, Any]) -> str | None:
         problem = _row_inconsistency(row)
         if problem:
             return f"length {row['length']}: {problem}"
-    return _summary_inconsistency(result) or _passkey_inconsistency(result.get("passkey"))
+    return (
+        _summary_inconsistency(result)
+        or _passkey_inconsistency(result.get("passkey"))
+        or diagnostics_inconsistency(result)
+    )
 
 
 def _passkey_inconsistency(grid: dict[str, Any] | None) -> str | None:
