@@ -3,9 +3,10 @@
 For every run (a folder holding ``checkpoint.pt``; a parent folder is searched recursively):
 exact-match and per-token accuracy over a length grid up to ``eval.max_length_factor`` times the
 longest training length (always at 1.1x, 1.25x, 1.5x, 2x, 3x and 4x of it), minimal pairs at
-every length (``svo``, ``copy``, ``reverse``) and an order-blindness check. A language-model run
-(task ``text``) gets held-out loss and perplexity at 1x, 2x, 4x ... of its training length and
-per token position instead (docs/language-modelling.md).
+every length (the tasks with swapped pairs, docs/evaluation.md), an order-blindness check and
+the diagnostics of where and why it fails (docs/diagnostics.md). A language-model run (task
+``text``) gets held-out loss and perplexity at 1x, 2x, 4x ... of its training length and per
+token position instead (docs/language-modelling.md).
 Each run gets ``RUN_DIR/eval.json`` and TensorBoard curves ``by_length_set_smoothing_0/*``, and
 cross-run reports (``results.csv``, ``results.json``, ``report.md``, ``accuracy_vs_length.png``)
 go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead (a run's files
