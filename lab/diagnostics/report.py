@@ -86,9 +86,9 @@ def cost_line(runs: list[Result]) -> str:
     )
 
 
-def diagnostics_section(results: list[Result]) -> list[str]:
+def diagnostics_section(results: list[Result], figure: str = ATTENTION_FIGURE) -> list[str]:
     """The report's lines: where it fails, then a failure table per task, then the attention
-    figure; empty when no run has diagnostics."""
+    figure (at the relative path ``figure``); empty when no run has diagnostics."""
     runs = diagnosed(results)
     if not runs:
         return []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
-from lab.diagnostics.report import ATTENTION_FIGURE
+from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -289,12 +289,14 @@ def files_line(folder: str, names: list[str]) -> str:
 
 def ablation_page(folder: Path, publish: str) -> str:
     """``docs/results/ablation.md``: provenance, the headline tables, significance, shortcut
-    baselines, findings, the plot, and the committed files."""
+    baselines, findings, the plot, where and why each scheme fails (when the runs hold
+    diagnostics), and the committed files."""
     family = FAMILIES["ablation"]
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     lines = [*header(family, publish), provenance(results, sweep, family), steps_line(results)]
     lines += ["", *answer(results, lambda title: [f"## {title}", ""]), EXPLANATION, ""]
     lines += ["![exact-match against length](ablation/accuracy_vs_length.png)", ""]
+    lines += diagnostics_section(results, f"ablation/{ATTENTION_FIGURE}")
     names = ["report.md", "results.csv", "results.json", "sweep.json"]
     return "\n".join([*lines, files_line("ablation", names), ""])
 
