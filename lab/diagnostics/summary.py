@@ -194,7 +194,10 @@ def _errors(point: Point | None, label: str) -> str:
     others = ", ".join(f"{ERROR_KINDS[k]} {v:.0%}" for k, v in shares.items() if k != top)
     text = f"; at {label}, {shares[top]:.0%} of errors are {ERROR_KINDS[top]} ({others})"
     first = point.failures.get("first_error_median")
-    return text + (f", the first from answer token {first:g}" if first is not None else "")
+    if first is None:
+        return text
+    shown = f"{first:g}" if float(first).is_integer() else f"{first:.1f}"  # a mean of medians
+    return text + f", the first from answer token {shown}"
 
 
 def frame(run: Result, in_dist: float | None) -> Frame:
