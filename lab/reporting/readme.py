@@ -43,6 +43,7 @@ from lab.reporting.pages import (
     RESULTS,
     Family,
     file_problem,
+    noted,
     provenance,
     read_json,
 )
@@ -137,7 +138,8 @@ def readme_block(folder: Path = RESULTS / "ablation") -> str:
     (:func:`lab.diagnostics.report.where_it_fails_lines`, when the runs hold diagnostics) and
     the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
-    lines = [provenance(results, sweep, FAMILIES["ablation"]), ""]
+    family = FAMILIES["ablation"]
+    lines = [provenance(results, sweep, family), noted(family, sweep), ""]
     for task in tasks(results):
         lines += [f"**{task}**: exact-match in percent, mean [95% t-interval] over seeds", ""]
         lines += [headline_table(results, task), ""]
