@@ -103,7 +103,7 @@ def diagnostics_section(results: list[Result], figure: str = ATTENTION_FIGURE) -
         "missed, or a wrong answer token; the first error is the median 1-based answer token "
         "(docs/diagnostics.md).",
         "",
-        f"![attention entropy, sink mass and solver alignment against length]({ATTENTION_FIGURE})",
+        f"![attention entropy, sink mass and solver alignment against length]({figure})",
         "",
     ]
     return lines
