@@ -339,6 +339,7 @@ def test_a_synthetic_sweep_writes_what_it_wrote_before(tmp_path: Path) -> None:
         assert (tmp_path / "out" / name).read_bytes() == (folder / name).read_bytes(), name
     assert not (tmp_path / "out" / "passkey_grid.png").exists()
     assert sorted(paths) == [
+        "attention",  # its runs hold diagnostics (docs/diagnostics.md)
         "csv",
         "json",
         "learning_speed",

@@ -372,7 +372,8 @@ def test_the_passkey_sweep_and_its_rope_rules_load() -> None:
 def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Path) -> None:
     """write_reports on runs holding a passkey grid (the committed ablation's runs, given the
     grids of RESULTS) adds passkey_grid.png and a "Passkey retrieval" section holding the
-    passkey table and the figure, before the runs; the rest of report.md is unchanged."""
+    passkey table and the figure, before the diagnostics and the runs; the rest of report.md is
+    unchanged."""
     from lab.reporting.pages import RESULTS as PUBLISHED
     from lab.reporting.report import write_reports
 
@@ -385,8 +386,8 @@ def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Pa
     assert paths["passkey"].read_bytes()[:4] == b"\x89PNG"
     report = paths["markdown"].read_text()
     head, rest = report.split("## Passkey retrieval\n\n", 1)
-    section, tail = rest.split("## Runs\n", 1)
+    section, tail = rest.split("## Where it fails\n", 1)
     table = passkey_table(runs)  # three none runs (seeds pooled), then learned
     assert table in section and table.splitlines()[3] == "| `learned` | 1 | 96.7 | — | 0.5 (90.0) |"
     assert "![passkey exact-match by depth and length](passkey_grid.png)" in section
-    assert head + "## Runs\n" + tail == plain
+    assert head + "## Where it fails\n" + tail == plain
