@@ -360,7 +360,7 @@ def test_overwrite_leaves_no_report_figure_or_temporary_file(finished_run, tmp_p
     argv = [str(run), "--no-progress", "eval.lengths=[2,4]", "eval.samples=8"]
     assert eval_cli.main([*argv, "eval.probe_samples=8"]) == 0  # the reports, into the run
     reports = {"report.md", "results.csv", "results.json", "accuracy_vs_length.png"}
-    reports |= {"learning_speed.png", "order_sensitivity.png"}
+    reports |= {"learning_speed.png", "order_sensitivity.png", "attention_vs_length.png"}
     assert reports <= {p.name for p in run.iterdir()}
     png = (run / "learning_speed.png").read_bytes()
     written = {

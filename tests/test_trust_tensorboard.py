@@ -92,7 +92,8 @@ def test_mean_run_holds_the_mean_over_seeds_of_every_curve(sweep):
 def test_sweep_figures_are_in_the_images_tab(sweep):
     out, results = sweep
     acc = events(write_sweep_tensorboard(results, out) / "figures")
-    tags = ["sweep/accuracy_vs_length", "sweep/learning_speed", "sweep/order_sensitivity"]
+    tags = ["sweep/accuracy_vs_length", "sweep/attention_vs_length", "sweep/learning_speed"]
+    tags.append("sweep/order_sensitivity")  # sorted; attention: the runs hold diagnostics
     assert sorted(acc.Tags()["images"]) == tags
     for tag in tags:
         image = acc.Images(tag)[0]

@@ -31,6 +31,7 @@ REPORT_FILES = {
     "accuracy_vs_length.png": _PNG,
     "learning_speed.png": _PNG,
     "order_sensitivity.png": _PNG,
+    "attention_vs_length.png": _PNG,
 }
 """Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins and what
 its first 4 KiB hold: one is deleted by ``--overwrite`` only when it reads so (a user's
