@@ -66,10 +66,6 @@ FAMILIES = {
         "python sweep.py",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, ATTENTION_FIGURE)},
-        recorded=(
-            "The 2 cores were shared with other jobs while it ran (another sweep and test runs; "
-            "load average 4 to 7), so this wall time overstates the sweep's own"
-        ),
     ),
     "v2": Family(
         "v2",
@@ -297,8 +293,9 @@ def ablation_page(folder: Path, publish: str) -> str:
     diagnostics), and the committed files."""
     family = FAMILIES["ablation"]
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
-    lines = [*header(family, publish), provenance(results, sweep, family), noted(family, sweep)]
-    lines += [steps_line(results), "", *answer(results, lambda title: [f"## {title}", ""])]
+    lines = [*header(family, publish), provenance(results, sweep, family)]
+    lines += [*filter(None, [noted(family, sweep)]), steps_line(results), ""]
+    lines += answer(results, lambda title: [f"## {title}", ""])
     lines += [EXPLANATION, ""]
     lines += ["![exact-match against length](ablation/accuracy_vs_length.png)", ""]
     lines += diagnostics_section(results, f"ablation/{ATTENTION_FIGURE}")

@@ -139,7 +139,7 @@ def readme_block(folder: Path = RESULTS / "ablation") -> str:
     the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     family = FAMILIES["ablation"]
-    lines = [provenance(results, sweep, family), noted(family, sweep), ""]
+    lines = [provenance(results, sweep, family), *filter(None, [noted(family, sweep)]), ""]
     for task in tasks(results):
         lines += [f"**{task}**: exact-match in percent, mean [95% t-interval] over seeds", ""]
         lines += [headline_table(results, task), ""]
