@@ -192,11 +192,15 @@ def test_bench_publish_files_a_json_by_what_it_measured(tmp_path, monkeypatch):
     for key, value, where in (
         ("batch", 1024, "bench-cpu/bench_b1024.json"),
         ("compile", True, "bench-cpu/bench_compiled.json"),
+        ("threads", 1, "bench-cpu/bench_t1.json"),
         ("device", "cuda", "bench-cuda/bench.json"),
     ):
         changed = json.loads(json.dumps(results))
         changed["standard"][key] = value
         assert bench_report.destination(changed) == where
+    on_gpu = json.loads(json.dumps(results))
+    on_gpu["standard"].update(device="cuda", threads=1)
+    assert bench_report.destination(on_gpu) == "bench-cuda/bench.json"
 
 
 def test_bench_report_without_peers_and_on_bad_files(tmp_path, monkeypatch, capsys):

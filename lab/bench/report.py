@@ -8,10 +8,10 @@
 Every file is read and checked, and both pages made, before any file is filed: a bad file is
 one line naming it, exit 2, and nothing written. A JSON is filed by its device (``cpu`` or
 ``cuda``; another device, such as ``mps``, has no page and is refused) and settings:
-``bench.json`` (batch 64, eager), ``bench_bN.json`` (another batch), ``bench_compiled.json``
-(``--compile``), ``block_sweep.json`` (``lab.bench.block_sweep``). ``tests/test_readme.py``
-checks that each page holds exactly the tables of its JSON files, so a figure cannot drift from
-its measurement.
+``bench.json`` (batch 64, eager), ``bench_bN.json`` (another batch), ``bench_t1.json`` (one CPU
+thread, as each worker of a CPU sweep), ``bench_compiled.json`` (``--compile``),
+``block_sweep.json`` (``lab.bench.block_sweep``). ``tests/test_readme.py`` checks that each
+page holds exactly the tables of its JSON files, so a figure cannot drift from its measurement.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ PAGES = {
 COMMANDS = {  # committed file -> the command that made it
     "bench-cpu/bench.json": "python bench.py --threads 2 --lengths 1024,4096 "
     "--batch-tokens 8192 --repeats 12 --baselines --out bench.json",
+    "bench-cpu/bench_t1.json": "python bench.py --threads 1 --lengths '' --repeats 12 "
+    "--baselines --out bench_t1.json",
     "bench-cpu/block_sweep.json": "python bench.py --block-sweep --threads 2 --schemes cope "
     "--pairs 16,17,18,19 --lengths 1024,4096 --batch-tokens 8192 --repeats 7 "
     "--out block_sweep.json",
@@ -180,11 +182,11 @@ def destination(results: dict) -> str:
     standard = results["standard"]
     if standard["compile"]:
         return f"{page}/bench_compiled.json"
-    return (
-        f"{page}/bench.json"
-        if standard["batch"] == 64
-        else f"{page}/bench_b{standard['batch']}.json"
-    )
+    if standard["batch"] != 64:
+        return f"{page}/bench_b{standard['batch']}.json"
+    # one thread: what each worker of a CPU sweep trains with (one per core)
+    one_thread = page == "bench-cpu" and standard["threads"] == 1
+    return f"{page}/bench_t1.json" if one_thread else f"{page}/bench.json"
 
 
 def bench_tables(results: dict) -> list[str]:
