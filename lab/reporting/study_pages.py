@@ -212,7 +212,8 @@ V3_INTRO = (
     "each trained with the default ablation's recipe (`configs/ablation.yaml`: 3 layers, "
     "`d_model` 64, early stopping at 99% validation exact-match, an 8000-step cap) on its two "
     "tasks; the schemes themselves are in [schemes](../schemes.md), the ablation's five on "
-    "[the ablation's page](ablation.md)."
+    "[the ablation's page](ablation.md), and each scheme's training speed against NoPE's on "
+    "[the CPU benchmark](bench-cpu.md)."
 )
 
 
@@ -231,7 +232,8 @@ HYBRIDS_INTRO = (
     "with NoPE every 4th layer (`rope*3,none`), RoPE on half of every layer's heads "
     "(`rope:2+none:2`) and RNoPE-SWA (three RoPE layers with a sliding window of 8 tokens, one "
     "NoPE layer: `rope@8*3,none`), against RoPE and NoPE alone at the same depth, four layers, "
-    "otherwise the default ablation's recipe (`configs/ablation.yaml`)."
+    "otherwise the default ablation's recipe (`configs/ablation.yaml`); their training speed "
+    "against NoPE's is with [the layouts](../schemes.md#hybrid-layouts)."
 )
 
 
