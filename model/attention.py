@@ -14,6 +14,16 @@ from model.mask import add_layer_bias, window_mask
 from model.position.base import ALL, PositionScheme, Scores
 from model.softmax_scale import SoftmaxScale
 
+PAD_VALUES_FROM_KEYS = 256
+"""On the CPU, values narrower than the queries and keys (PoPE's doubled width) are zero-padded
+to their width from this many keys on, so that SDPA takes its fused kernel, which needs one
+head width, instead of its math path; the output drops the padding again. Measured on a
+2-core AMD Zen 4 VM with torch 2.13 (q, k width 64, v width 32, 4 heads, 4,096 tokens a batch,
+causal, alternating calls, medians of 21): from 256 keys the padded call ran 1.25-1.66x the speed in
+training and 2.4-3.0x in evaluation at 1 and 2 threads; at 32-192 keys it ran 0.75-1.22x in
+training, so shorter inputs keep the unpadded call (and every committed PoPE result its floats).
+"""
+
 
 @dataclass
 class AttentionContext:
@@ -128,8 +138,13 @@ class SelfAttention(nn.Module):
         is_causal: bool = False,
         scale: float | None = None,
     ) -> Tensor:
-        """SDPA of queries ``(B, H, Tq, Dh)`` over keys and values ``(B, H, Tk, Dh)``."""
-        return F.scaled_dot_product_attention(
+        """SDPA of queries and keys ``(B, H, Tq or Tk, Dq)`` over values ``(B, H, Tk, Dv)``:
+        ``(B, H, Tq, Dv)``. ``Dv < Dq`` on the CPU from :data:`PAD_VALUES_FROM_KEYS` keys on:
+        the values are zero-padded to ``Dq`` for the fused kernel and the output cut back."""
+        width = v.shape[-1]
+        if q.device.type == "cpu" and q.shape[-1] > width and k.shape[-2] >= PAD_VALUES_FROM_KEYS:
+            v = F.pad(v, (0, q.shape[-1] - width))  # (B, H, Tk, Dq): zero columns, zero outputs
+        y = F.scaled_dot_product_attention(
             q,
             k,
             v,
@@ -138,6 +153,7 @@ class SelfAttention(nn.Module):
             is_causal=is_causal,
             scale=scale,
         )
+        return y if y.shape[-1] == width else y[..., :width]
 
     def attend_logits(
         self, logits: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import model.attention as attention_module
 from model.attention import AttentionContext
 from model.position import alibi_slopes
 from model.position.dynamic_bias import log_distance
@@ -273,6 +274,44 @@ def test_pope_phase_bias_is_clamped_and_scores_scaled_by_the_head_width(make_mod
         torch.testing.assert_close(model(idx()), clamped, rtol=0, atol=1e-5)
     uniform = make_model("pope", options={"pope": {"bias_uniform_init": True}}).position.phase_bias
     assert uniform.min() >= -2 * math.pi and uniform.max() <= 0 and uniform.std() > 1
+
+
+@pytest.mark.parametrize("keys", [255, 256, 300])
+def test_narrow_values_are_padded_from_256_keys_and_give_the_textbook_attention(keys, make_model):
+    """PoPE's values are half as wide as its queries and keys; from ``PAD_VALUES_FROM_KEYS``
+    keys they are zero-padded so SDPA takes its fused kernel. Either call gives
+    ``softmax(q k^T / sqrt(Dq) + causal) v``, and the path taken is the padded call exactly from
+    256 keys on, the unpadded one below."""
+    attention = make_model("pope").blocks[0].attn
+    g = torch.Generator().manual_seed(keys)
+    q, k = torch.randn(2, 1, 4, keys, 16, generator=g).unbind(0)
+    v = torch.randn(1, 4, keys, 8, generator=g)
+    y = attention.attend(q, k, v, None, True)
+    future = torch.ones(keys, keys, dtype=torch.bool).triu(1)
+    logits = (q @ k.transpose(-1, -2) / 4.0).masked_fill(future, float("-inf"))
+    torch.testing.assert_close(y, logits.softmax(-1) @ v, rtol=0, atol=1e-5)
+    padded = F.scaled_dot_product_attention(q, k, F.pad(v, (0, 8)), is_causal=True)[..., :8]
+    unpadded = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert attention_module.PAD_VALUES_FROM_KEYS == 256
+    assert torch.equal(y, padded if keys >= 256 else unpadded)
+
+
+def test_a_long_pope_forward_and_backward_equal_the_unpadded_path(make_model, monkeypatch):
+    """A PoPE model at 300 tokens (padded values) against the same model with the padding
+    turned off: logits and every gradient within float32 rounding."""
+    tokens = idx(batch=2, length=300)
+
+    def logits_and_grads(model):
+        logits = model(tokens)
+        logits.square().mean().backward()
+        return logits.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+    padded = logits_and_grads(make_model("pope", strong=True))
+    monkeypatch.setattr(attention_module, "PAD_VALUES_FROM_KEYS", 10**9)
+    unpadded = logits_and_grads(make_model("pope", strong=True))
+    torch.testing.assert_close(padded[0], unpadded[0], rtol=0, atol=1e-5)
+    for name, grad in unpadded[1].items():
+        torch.testing.assert_close(padded[1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
 # ---------------------------------------------------------------------------------------------
