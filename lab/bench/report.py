@@ -34,7 +34,9 @@ RESULTS = ROOT / "docs" / "results"
 PAGES = {
     "bench-cpu": (
         "Benchmark on a CPU",
-        "a 2-core VM, AMD Zen 4 (the JSON names the device `cpu` only); wall time not recorded",
+        "a 2-core VM, AMD EPYC (Zen 4, AVX-512; the JSON names the device `cpu` only), otherwise "
+        "idle; wall time 17 min for bench.json, 2.5 min for bench_t1.json, not recorded for "
+        "block_sweep.json",
     ),
     "bench-cuda": (
         "Benchmark on a GPU",
