@@ -16,13 +16,16 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
 
 import argparse
 import json
+import shlex
 import sys
+import time
 
 from lab.bench.baselines import LIBRARIES, baselines, library_versions
 from lab.bench.benchmark import STANDARD, check_counts, check_schemes
 from lab.bench.run import measure
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.files import atomic_write, output_file
+from lab.common.machine import machine_info
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
 
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ImportError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    started = time.monotonic()
     try:
         results = measure(
             device,
@@ -71,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             compile=args.compile,
         )
         results["peer_versions"] = library_versions(libraries)
+        results["run"] = {  # what the results page states about how they were made
+            "command": shlex.join(["python", "bench.py", *argv]),
+            "wall_seconds": round(time.monotonic() - started, 1),
+            "machine": machine_info(),
+        }
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.common.signals)
         print(f"\ninterrupted: nothing written to {args.out}", file=sys.stderr)
         return exit_code(stop)  # 128 + the signal: 143 for SIGTERM, not always 130

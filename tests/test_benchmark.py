@@ -242,6 +242,47 @@ def test_ctrl_c_during_a_benchmark_writes_nothing(tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().err.strip() == f"interrupted: nothing written to {out}"
 
 
+def test_a_benchmark_records_its_run_and_its_page_states_it(tmp_path, monkeypatch, capsys):
+    """bench.py writes its command line, wall time and machine into the JSON; publishing files
+    a one-thread run as bench_t1.json, says so, and the page quotes that command and machine
+    (not the committed file's), with no evaluation clause for a training-only run."""
+    committed = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench_t1.json").read_text())
+    measured = {k: v for k, v in committed.items() if k != "run"}
+    monkeypatch.setattr(bench, "measure", lambda *args, **kwargs: json.loads(json.dumps(measured)))
+    out = tmp_path / "mine.json"
+    assert bench.main(["--threads", "1", "--lengths", "", "--out", str(out)]) == 0
+    run = json.loads(out.read_text())["run"]
+    assert run["command"] == f"python bench.py --threads 1 --lengths '' --out {out}"
+    assert 0 <= run["wall_seconds"] < 60 and run["machine"]["cpu_count"] >= 1
+    results_dir = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results" / "bench-cpu", results_dir / "bench-cpu")
+    monkeypatch.setattr(bench_report, "RESULTS", results_dir)
+    capsys.readouterr()
+    assert bench_report.main([str(out)]) == 0
+    filed = results_dir / "bench-cpu" / "bench_t1.json"
+    assert capsys.readouterr().out == (f"filed {out} as {filed} (replacing the committed file)\n")
+    page = (results_dir / "bench-cpu.md").read_text()
+    section = page.split("## bench_t1.json")[1].split("## ")[0]
+    assert f"`{run['command']}`" in section and "training only" in section
+    assert "evaluation: an untimed pass" not in section
+    assert f"run in 0.0 min on {run['machine']['cpu_count']}-core" in section
+    assert "--out /work/scratch/bench_t1.json" not in page  # the committed run is replaced
+
+
+@pytest.mark.parametrize("threads", ["1", 0, None, [1], True, 1.0])
+def test_a_bad_thread_count_is_refused_in_one_line(threads, tmp_path, monkeypatch, capsys):
+    """A thread count that is not a whole number >= 1 would pick the wrong file (``True == 1``
+    and ``"1"`` or ``0`` are not one thread): one line naming it, nothing written."""
+    monkeypatch.setattr(bench_report, "RESULTS", tmp_path / "results")
+    results = json.loads((ROOT / "docs" / "results" / "bench-cpu" / "bench_t1.json").read_text())
+    results["standard"]["threads"] = threads
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(results))
+    assert bench_report.main([str(bad)]) == 2
+    assert f"bad.json records threads={threads!r}" in one_error_line(capsys)
+    assert not (tmp_path / "results").exists()
+
+
 def test_other_programs_are_flags_of_bench_py(capsys, tmp_path):
     """``--publish`` and ``--block-sweep`` hand the rest of the command line to their program."""
     assert "--publish" in bench.build_parser().format_help()
