@@ -149,7 +149,7 @@ def resolve_layout(
 def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) -> None:
     """Check what a layout asks of its schemes: a scheme that adds to the token embeddings acts
     on every layer and head, so it must have all of them; a causal-only scheme needs
-    ``model.causal=true``.
+    ``model.causal=true``; a scheme that widens the heads (PoPE) takes whole layers.
 
     Raises:
         ValueError: one line naming the scheme.
@@ -165,6 +165,13 @@ def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) ->
             )
         if not causal and not cls.bidirectional:
             raise ValueError(f"model.layout: {name} is causal only; set model.causal=true")
+        shared = [layer for layer in layers if len(layer.groups) > 1]
+        if cls.widens_heads and any(g.scheme == name for layer in shared for g in layer.groups):
+            raise ValueError(
+                f"model.layout: {name} makes its queries and keys wider than the head, so it "
+                "cannot share a layer's heads with another scheme (model.heads); give it whole "
+                "layers"
+            )
 
 
 def scheme_names(layers: tuple[LayerLayout, ...]) -> list[str]:

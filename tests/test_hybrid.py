@@ -293,6 +293,8 @@ def test_the_examples_build_their_hybrids(name):
         ("model.nope_every=4", r"model.nope_every=4 is invalid"),
         ("model.layout=learned,none,none", r"learned adds its positions to the token embed"),
         ("model.heads=cope:2+none:2 model.causal=false", r"cope is causal only"),
+        ("model.heads=pope:2+rope:2", r"pope makes its queries and keys wider than the head"),
+        ("model.layout=rope,pope:3+none,rope", r"cannot share a layer's heads with another"),
     ],
 )
 def test_bad_layouts_stop_in_one_line(override, message):

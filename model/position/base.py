@@ -127,6 +127,9 @@ class PositionScheme(nn.Module):
     """``layer`` returns a bias as large as the scores through ``Scores.window``, so a long
     sequence takes the blocked path (:mod:`model.blocked_attention`) even without a shared
     bias."""
+    widens_heads: ClassVar[bool] = False
+    """``layer`` returns queries and keys wider than ``head_dim`` (PoPE: twice), so the scheme
+    cannot share a layer's heads with another scheme (:func:`model.layout.check_layout`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that overrides :meth:`score_bias` has a shared bias (``shared_bias``)."""

@@ -71,6 +71,7 @@ class PolarPosition(PositionScheme):
     Options = PopeOptions
     evaluable = frozenset({"theta"})
     relative = True
+    widens_heads = True
 
     def __init__(self, config: SchemeConfig, options: PopeOptions) -> None:
         super().__init__(config, options)
