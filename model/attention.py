@@ -17,9 +17,9 @@ from model.softmax_scale import SoftmaxScale
 PAD_VALUES_FROM_KEYS = 256
 """On the CPU, values narrower than the queries and keys (PoPE's doubled width) are zero-padded
 to their width from this many keys on, so that SDPA takes its fused kernel, which needs one
-head width, instead of its math path; the output drops the padding again. Measured on a
-2-core AMD Zen 4 VM with torch 2.13 (q, k width 64, v width 32, 4 heads, 4,096 tokens a batch,
-causal, alternating calls, medians of 21): from 256 keys the padded call ran 1.25-1.66x the speed in
+head width, instead of its math path; the output drops the padding again. Measured on a 2-core
+AMD Zen 4 VM with torch 2.13 (q, k width 64, v width 32, 4 heads, 4,096 tokens a batch, causal,
+alternating calls, medians of 21): from 256 keys the padded call ran 1.25-1.66x the speed in
 training and 2.4-3.0x in evaluation at 1 and 2 threads; at 32-192 keys it ran 0.75-1.22x in
 training, so shorter inputs keep the unpadded call (and every committed PoPE result its floats).
 Not with dropout in training: SDPA then takes its general path either way, and padding only adds

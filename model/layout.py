@@ -154,6 +154,7 @@ def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) ->
     Raises:
         ValueError: one line naming the scheme.
     """
+    shared = {g.scheme for layer in layers if len(layer.groups) > 1 for g in layer.groups}
     for name in scheme_names(layers):
         cls = scheme_class(name)
         everywhere = all(layer.groups == (Group(name, n_heads),) for layer in layers)
@@ -165,8 +166,7 @@ def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) ->
             )
         if not causal and not cls.bidirectional:
             raise ValueError(f"model.layout: {name} is causal only; set model.causal=true")
-        shared = [layer for layer in layers if len(layer.groups) > 1]
-        if cls.widens_heads and any(g.scheme == name for layer in shared for g in layer.groups):
+        if cls.widens_heads and name in shared:  # a layer's heads split with another scheme
             raise ValueError(
                 f"model.layout: {name} makes its queries and keys wider than the head, so it "
                 "cannot share a layer's heads with another scheme (model.heads); give it whole "
