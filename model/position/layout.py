@@ -142,6 +142,7 @@ class LayeredPositions(PositionScheme):
         self.windowed_layer_bias = any(m.windowed_layer_bias for m in members) or (
             self.layer_shared and any(m.shared_bias for m in members)
         )
+        self.widens_heads = any(m.widens_heads for m in members)  # in the layers it has
         self.name = "+".join(dict.fromkeys(c.position for c in configs.values()))
 
     def reset_parameters(self) -> None:

@@ -71,6 +71,7 @@ class RandomizedPositions(PositionScheme):
             "shared_bias",
             "fixed_bias",
             "windowed_layer_bias",
+            "widens_heads",
         ):
             setattr(self, name, getattr(inner, name))
 
