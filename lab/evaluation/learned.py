@@ -53,6 +53,24 @@ def not_learned_reason(result: Result) -> str | None:
     return None
 
 
+MARGINAL = 0.03
+"""Runs whose in-distribution exact-match lies within this of :data:`LEARNED` are marginal."""
+
+
+def is_marginal(result: Result) -> bool:
+    """The run sits near the learned bar, so a rerun on another CPU may put it on the other
+    side: its in-distribution exact-match is within :data:`MARGINAL` of :data:`LEARNED`, or it
+    ended below its training target with an in-distribution exact-match at or above
+    :data:`LEARNED`. Findings report how their verdicts move with these runs in or out
+    (:func:`lab.reporting.findings.sensitivity`)."""
+    in_dist = result["summary"].get("in_dist")
+    if in_dist is None:
+        return False
+    if result.get("reached_target") is False and in_dist >= LEARNED:
+        return True
+    return abs(in_dist - LEARNED) < MARGINAL
+
+
 def is_learned(result: Result) -> bool:
     """``result``'s run learned its task (:func:`not_learned_reason` is None)."""
     return not_learned_reason(result) is None

@@ -1,4 +1,5 @@
-"""Runs grouped over seeds: means with t-intervals, the fixed-multiple headline, significance.
+"""Runs grouped over seeds: means with t-intervals, the fixed-multiple headline, and paired
+comparisons between schemes over seeds (the seed is the unit of evidence).
 
 Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.evaluation.record.SCHEMA`)
 and groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
@@ -14,14 +15,17 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from lab.common.stats import ALPHA, Comparison, compare, t_interval
+from lab.common.seed_stats import ALPHA, Paired, holm, paired, seeds_for_half_width, share
+from lab.common.stats import t_interval
 from lab.evaluation.labels import ordered, run_label, scheme_label, task_options_label
 from lab.evaluation.learned import learned_only, not_learned_reason
-from lab.evaluation.record import at_multiple, length_row, pair_values
+from lab.evaluation.record import length_row, pair_values
 from lab.reporting.tables import DASH, format_table
 
 HEADLINE = ("1.25x", "1.5x", "2x", "4x")
 """Multiples of the longest training length in the headline table."""
+PLANNED_HALF_WIDTH = 0.10
+"""The half-width (exact-match, 10 points) the seed plan of a comparison is stated for."""
 
 Result = dict[str, Any]
 
@@ -106,58 +110,141 @@ def lengths_table(results: list[Result], task: str, key: str = "exact_match") ->
     return format_table(["length", *grouped], rows)
 
 
-def comparison(results: list[Result], task: str, a: str, b: str, label: str) -> Comparison | None:
-    """Scheme ``a`` against ``b`` on ``task`` at multiple ``label`` (or ``'in_dist'``: the
-    longest training length), paired by seed and sequence, learned runs only; None without
+def seed_values(runs: list[Result], label: str) -> dict[int, float]:
+    """Seed -> exact-match at multiple ``label`` (``'in_dist'``: the in-distribution mean) of
+    each run in ``runs`` that has it."""
+    values = {}
+    for run in runs:
+        value = run["summary"]["in_dist"] if label == "in_dist" else run["summary"]["at"].get(label)
+        if value is not None:
+            values[run["seed"]] = value
+    return values
+
+
+def comparison(
+    results: list[Result], task: str, a: str, b: str, label: str, alpha: float = ALPHA
+) -> Paired | None:
+    """Scheme ``a`` minus ``b`` on ``task`` at multiple ``label`` (or ``'in_dist'``), paired
+    by seed over the learned runs (:func:`lab.common.seed_stats.paired`: mean difference with
+    its ``1 - alpha`` t-interval over seeds, paired t and sign-flip p-values); None without
     shared seeds."""
     grouped = groups(learned_only(results), task)
-    bits = []
-    for scheme in (a, b):
-        by_seed = {}
-        for run in grouped.get(scheme, []):
-            length = run["train_lengths"][1] if label == "in_dist" else at_multiple(run, label)
-            row = length_row(run, length)
-            if row is not None and row["correct"] is not None:
-                by_seed[run["seed"]] = row["correct"]
-        bits.append(by_seed)
-    return compare(*bits)
+    values = [seed_values(grouped.get(scheme, []), label) for scheme in (a, b)]
+    return paired(*values, alpha=alpha)
+
+
+def comparable_pairs(results: list[Result], task: str) -> list[tuple[str, str]]:
+    """The scheme pairs of ``task`` a report compares: learned groups whose task options agree
+    (groups whose options differ answer different questions)."""
+    grouped = groups(learned_only(results), task)
+    options = {scheme: task_options_label(runs[0]) for scheme, runs in grouped.items()}
+    return [(a, b) for a, b in combinations(grouped, 2) if options[a] == options[b]]
+
+
+def family(results: list[Result]) -> list[tuple[str, str, str, str, Paired, float]]:
+    """Every pairwise comparison the report makes, ``(task, multiple, a, b, paired, holm_p)``:
+    each task's comparable pairs at each :data:`HEADLINE` multiple, with Holm's adjusted
+    p-value over the whole family (:func:`lab.common.seed_stats.holm`)."""
+    rows = []
+    for task in tasks(results):
+        for label in HEADLINE:
+            for a, b in comparable_pairs(results, task):
+                c = comparison(results, task, a, b, label)
+                if c is not None and c.n >= 2:
+                    rows.append((task, label, a, b, c))
+    adjusted = holm([row[4].p_value for row in rows])
+    return [(*row, p) for row, p in zip(rows, adjusted, strict=True)]
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def difference_words(c: Paired) -> str:
+    """``'+52.2 points [-36.6, +141.0] over 3 seeds, t p=0.13, sign-flip p=0.25'``."""
+    if c.low is None:
+        return f"{_points(c.mean)} points at 1 seed (no interval)"
+    p_t = f"{c.p_t:.2g}" if c.p_t is not None else "n/a"
+    return (
+        f"{_points(c.mean)} points [{_points(c.low)}, {_points(c.high)}] over {c.n} seeds, "
+        f"t p={p_t}, sign-flip p={c.p_sign_flip:.2g}"
+    )
 
 
 def significance_lines(results: list[Result], task: str) -> list[str]:
-    """One line per :data:`HEADLINE` multiple listing the significantly different scheme
-    pairs (exact McNemar p < 0.05 pooled over seeds, same sign in every seed), learned runs
-    only. Groups whose task options differ (:func:`lab.reporting.report.task_options_label`) answer
-    different questions and are not compared."""
-    grouped = groups(learned_only(results), task)
-    options = {scheme: task_options_label(runs[0]) for scheme, runs in grouped.items()}
-    pairs = [(a, b) for a, b in combinations(grouped, 2) if options[a] == options[b]]
+    """One line per :data:`HEADLINE` multiple naming the scheme pairs of ``task`` whose paired
+    difference over seeds is significant after Holm's correction over every comparison of the
+    report (:func:`family`: both the paired t and the sign-flip test reject), learned runs
+    only; otherwise the largest difference with its interval."""
+    rows = [row for row in family(results) if row[0] == task]
     lines = []
     for label in HEADLINE:
-        found = []
-        for a, b in pairs:
-            c = comparison(results, task, a, b, label)
-            if c is not None and c.significant:
-                winner, loser = (a, b) if c.difference > 0 else (b, a)
-                found.append(
-                    f"{winner} > {loser} ({100 * abs(c.difference):.1f} points, p={c.p_value:.1e})"
-                )
-        lines.append(f"- {task} at {label}: " + ("; ".join(found) or "no significant difference"))
+        here = [row for row in rows if row[1] == label]
+        found = [
+            f"{a if c.mean > 0 else b} > {b if c.mean > 0 else a} "
+            f"({difference_words(c)}, Holm p={p:.2g})"
+            for _, _, a, b, c, p in here
+            if p < ALPHA
+        ]
+        if not found and here:
+            _, _, a, b, c, p = max(here, key=lambda row: abs(row[4].mean))
+            if c.mean < 0:
+                a, b, c = b, a, c.flipped()
+            found = [
+                f"none significant after Holm over {len(family(results))} comparisons; "
+                f"largest {a} - {b} {difference_words(c)}, Holm p={p:.2g}"
+            ]
+        lines.append(f"- {task} at {label}: " + ("; ".join(found) or "no pair to compare"))
     return lines
 
 
-def significance_words(c: Comparison) -> str:
-    """``c``'s p-value and verdict in words, with the reason when it is not significant (the
-    rule of :attr:`lab.common.stats.Comparison.significant`): ``"p=1.3e-03, significant"``;
-    ``"p=0.21, not significant (needs p < 0.05)"``; or ``"p=3.6e-04, not significant: below
-    0.05, but the difference is not of one sign in every seed (per seed +4.7, -0.8, +1.2
-    points)"``.
-    """
-    if c.significant:
-        return f"p={c.p_value:.1e}, significant"
-    if c.p_value >= ALPHA:
-        return f"p={c.p_value:.1e}, not significant (needs p < {ALPHA})"
-    per_seed = ", ".join(f"{100 * d:+.1f}" for d in c.seed_differences)
-    return (
-        f"p={c.p_value:.1e}, not significant: below {ALPHA}, but the difference is not of one "
-        f"sign in every seed (per seed {per_seed} points)"
-    )
+def differences_table(results: list[Result]) -> str:
+    """Every comparison of :func:`family` as a Markdown table: the paired mean difference in
+    points with its 95% t-interval over seeds, the half-width and the seeds a +-10-point
+    half-width needs at the observed spread, both tests' p-values and Holm's."""
+    rows = []
+    for task, label, a, b, c, p in family(results):
+        sd = c.sd or 0.0
+        needed = seeds_for_half_width(sd, PLANNED_HALF_WIDTH) if sd > 0 else 2
+        rows.append(
+            [
+                task,
+                label,
+                f"{a} - {b}",
+                _points(c.mean),
+                f"[{_points(c.low)}, {_points(c.high)}]",
+                f"{100 * c.half_width:.1f}",
+                str(c.n),
+                DASH if needed is None else str(needed),
+                f"{c.p_t:.2g}",
+                f"{c.p_sign_flip:.2g}",
+                f"{p:.2g}",
+                "yes" if p < ALPHA else "no",
+            ]
+        )
+    headers = ["task", "at", "a - b", "mean", "95% t over seeds", "+-", "seeds"]
+    headers += [f"seeds for +-{100 * PLANNED_HALF_WIDTH:.0f}", "t p", "sign-flip p", "Holm p"]
+    return format_table([*headers, "significant"], rows)
+
+
+SPLIT_AT = 0.5
+"""Exact-match at or above which a seed counts as extrapolating in the seed-share table."""
+
+
+def share_table(results: list[Result], task: str) -> str:
+    """Per scheme and :data:`HEADLINE` multiple: the learned seeds whose exact-match is at
+    least :data:`SPLIT_AT`, ``k/n`` with its exact 95% interval (Clopper-Pearson), starred
+    where the seeds split; the mean of a split cell is a poor summary of it."""
+    rows = []
+    for scheme, every in groups(results, task).items():
+        runs = learned_only(every)
+        cells = []
+        for label in HEADLINE:
+            values = list(seed_values(runs, label).values())
+            if not values:
+                cells.append(DASH)
+                continue
+            s = share(sum(v >= SPLIT_AT for v in values), len(values))
+            cells.append(s.words() + (" *" if s.split else ""))
+        rows.append([scheme, *cells])
+    return format_table(["scheme", *HEADLINE], rows)

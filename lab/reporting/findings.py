@@ -1,172 +1,215 @@
-"""Findings against the literature, each decided by numbers computed from the runs.
+"""Findings against the literature, each a three-valued verdict decided by intervals over seeds.
 
-Every finding names the paper's claim, the measured numbers that decide it, and a verdict:
-``agrees``, ``disagrees``, ``mixed`` or ``not measured`` (a needed run is missing). Nothing here
-is a fixed conclusion: change the runs and the verdicts follow. Runs that did not learn their
-task (:mod:`lab.evaluation.learned`) are left out of the findings on extrapolation, and a first
-line counts them. A test is significant when
-its exact McNemar p < 0.05 AND the difference has the same sign in every seed
-(:attr:`lab.common.stats.Comparison.significant`); a line says which of the two a small p missed.
+Every finding names the paper's claim and splits it into the claims the sweep measures, each
+an interval over seeds (:mod:`lab.common.verdicts`): a paired difference between two schemes
+(:func:`lab.reporting.aggregate.comparison`) or one scheme's mean. With ``m`` claims in one
+finding, each interval is at level ``1 - 0.05 / m`` (Bonferroni), so the finding as a whole
+errs with probability at most 0.05. A claim agrees only when its interval lies beyond the
+practical margin (:data:`MARGIN`, or the stated threshold) on the claimed side; the finding
+agrees when all its claims agree, disagrees when any disagrees, and is otherwise inconclusive,
+with the seeds that would decide it. No verdict depends on a point estimate crossing a bar.
+
+Runs that did not learn their task (:mod:`lab.evaluation.learned`) are left out of the
+findings on extrapolation; the findings on learning itself read every run. Since the rule
+"learned" is a bar too, :func:`sensitivity` re-decides every finding with the runs near the
+bar (:func:`lab.evaluation.learned.is_marginal`) moved across it, and says what changes.
 
 - Press et al. 2022 ("Train Short, Test Long"): ALiBi extrapolates where absolute encodings do
-  not. Decided on ``copy`` at 1.25x: ALiBi's mean against the mean of ``learned`` and
-  ``sinusoidal``, and the paired test against each.
-- Ruoss et al. 2023 ("Randomized Positional Encodings Boost Length Generalization"): standard
-  encodings fail on copy-like tasks past the training length. Decided on ``copy`` at 2x for
-  ``learned``, ``sinusoidal`` and ``rope``.
-- Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length Generalization"): a causal
-  model without positions (NoPE) learns order, and extrapolates at least as well as RoPE and
-  ALiBi. Decided on ``svo`` in distribution (exact-match and minimal pairs) and at 1.5x on both
-  tasks.
-- Haviv et al. 2022 ("Transformer Language Models without Positional Encodings Still Learn
-  Positional Information"): the causal mask alone lets a model learn positions. Decided on
-  ``copy`` in distribution for NoPE (copying needs the position of every symbol).
+  not. On ``copy`` at 1.25x: ALiBi minus ``learned``, and minus ``sinusoidal``, > MARGIN.
+- Ruoss et al. 2023: standard encodings fail on copy past training. On ``copy`` at 2x, each of
+  ``learned``, ``sinusoidal`` and ``rope`` has mean exact-match at most :data:`FAILS`.
+- Kazemnejad et al. 2023: causal NoPE learns order (``svo`` in distribution, exact-match and
+  minimal pairs at least :data:`LEARNED`), and extrapolates at least as well as RoPE and ALiBi
+  (at 1.5x on ``copy`` and ``svo``, NoPE minus each no worse than ``-MARGIN``).
+- Haviv et al. 2022: the causal mask alone lets a model learn positions (NoPE on ``copy`` in
+  distribution at least :data:`LEARNED`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from lab.evaluation.learned import LEARNED, learned_only, left_out_count
+from lab.common.seed_stats import ALPHA
+from lab.common.stats import t_interval
+from lab.common.verdicts import Claim, Verdict, combine, decide, words
+from lab.evaluation.learned import LEARNED, is_learned, is_marginal, left_out_count
 from lab.evaluation.record import pair_values
-from lab.reporting.aggregate import comparison, groups, significance_words
+from lab.reporting.aggregate import comparison, groups, seed_values
 
 Result = dict[str, Any]
 FAILS = 0.10
-"""Exact-match at or below which a scheme counts as failing at a length."""
-MARGIN = 0.5
-"""How far (exact-match) ALiBi must lead the absolute schemes at 1.25x on ``copy``."""
-PRESS = "Press et al. 2022 (ALiBi extrapolates)"
-KAZEMNEJAD_ORDER = "Kazemnejad et al. 2023 (causal NoPE learns order)"
+"""Mean exact-match at or below which a scheme counts as failing at a length."""
+MARGIN = 0.05
+"""Practical margin of a difference between schemes (exact-match, 5 points)."""
 
 
-def _mean(results: list[Result], task: str, scheme: str, where: str) -> float | None:
-    runs = groups(results, task).get(scheme, [])
-    if where == "pairs":
-        values = pair_values(runs, "in_dist")
-    else:
-        values = [
-            r["summary"]["in_dist"] if where == "in_dist" else r["summary"]["at"].get(where)
-            for r in runs
-        ]
-    if not values or any(v is None for v in values):
-        return None
-    return sum(values) / len(values)
+@dataclass(frozen=True)
+class Finding:
+    """One finding: its title, overall word, and a ``text`` listing each claim's numbers."""
+
+    title: str
+    word: str
+    text: str
+
+    def line(self) -> str:
+        """The Markdown list item."""
+        return f"- {self.title}: **{self.word}**. {self.text}"
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
+def _not_measured(title: str, needs: str) -> Finding:
+    return Finding(title, "not measured", f"needs {needs}")
 
 
-def _test(results: list[Result], task: str, a: str, b: str, where: str) -> str:
-    c = comparison(results, task, a, b, where)
+def _difference(
+    results: list[Result], task: str, a: str, b: str, at: str, claim: Claim, m: int
+) -> tuple[Verdict, str] | None:
+    c = comparison(results, task, a, b, at, alpha=ALPHA / m)
     if c is None:
-        return f"{a} vs {b}: not measured"
-    return f"{a} vs {b}: {100 * c.difference:+.1f} points, McNemar {significance_words(c)}"
+        return None
+    v = decide(claim, c.mean, c.low, c.high, c.n, c.sd, ALPHA / m)
+    per_seed = ", ".join(f"{100 * d:+.1f}" for d in c.differences)
+    return v, f"{a} - {b} {100 * c.mean:+.1f} points (per seed {per_seed}): {words(v)}"
 
 
-def press(results: list[Result]) -> str:
-    """ALiBi against the absolute schemes on ``copy`` at 1.25x."""
-    alibi = _mean(results, "copy", "alibi", "1.25x")
-    absolute = [_mean(results, "copy", s, "1.25x") for s in ("learned", "sinusoidal")]
-    if alibi is None or None in absolute:
-        return f"{PRESS}: not measured (needs copy runs of alibi, learned and sinusoidal)"
-    lead = alibi - sum(absolute) / 2
-    tests = [comparison(results, "copy", "alibi", s, "1.25x") for s in ("learned", "sinusoidal")]
-    significant = all(c is not None and c.significant and c.difference > 0 for c in tests)
-    verdict = "agrees" if lead >= MARGIN and significant else ("mixed" if lead > 0 else "disagrees")
-    return (
-        f"{PRESS}: **{verdict}**. copy at 1.25x: alibi "
-        f"{_pct(alibi)} vs learned/sinusoidal mean {_pct(sum(absolute) / 2)} (lead "
-        f"{100 * lead:.1f} points, needed {100 * MARGIN:.0f}); "
-        + "; ".join(_test(results, "copy", "alibi", s, "1.25x") for s in ("learned", "sinusoidal"))
-    )
+def _mean_claim(values: list[float], what: str, claim: Claim, m: int) -> tuple[Verdict, str]:
+    interval = t_interval(values, alpha=ALPHA / m)
+    sd = None if len(values) < 2 else interval.sd
+    v = decide(claim, interval.mean, interval.low, interval.high, len(values), sd, ALPHA / m)
+    return v, f"{what} {100 * interval.mean:.1f}%: {words(v, unit='%', mean=True)}"
 
 
-def ruoss(results: list[Result]) -> str:
-    """Learned, sinusoidal and RoPE at 2x on ``copy``."""
+def _finding(title: str, parts: list[tuple[Verdict, str]], note: str) -> Finding:
+    word = combine([v for v, _ in parts])
+    return Finding(title, word, f"{note}: " + "; ".join(text for _, text in parts))
+
+
+PRESS = "Press et al. 2022 (ALiBi extrapolates where absolute encodings do not)"
+
+
+def press(results: list[Result], learned: list[Result]) -> Finding:
+    """ALiBi minus ``learned`` and minus ``sinusoidal`` on ``copy`` at 1.25x, > MARGIN."""
+    claim = Claim("greater", MARGIN)
+    parts = [
+        _difference(learned, "copy", "alibi", s, "1.25x", claim, 2)
+        for s in ("learned", "sinusoidal")
+    ]
+    if None in parts:
+        return _not_measured(PRESS, "learned copy runs of alibi, learned and sinusoidal")
+    return _finding(PRESS, parts, f"copy at 1.25x, claim: lead > {100 * MARGIN:.0f} points")
+
+
+RUOSS = "Ruoss et al. 2023 (standard encodings fail on copy past training)"
+
+
+def ruoss(results: list[Result], learned: list[Result]) -> Finding:
+    """``learned``, ``sinusoidal`` and ``rope`` at 2x on ``copy``: mean at most FAILS."""
     schemes = ("learned", "sinusoidal", "rope")
-    values = {s: _mean(results, "copy", s, "2x") for s in schemes}
-    learned = {s: _mean(results, "copy", s, "in_dist") for s in schemes}
-    if None in values.values() or None in learned.values():
-        return "Ruoss et al. 2023 (standard encodings fail on copy past training): not measured"
-    failing = [s for s in schemes if values[s] <= FAILS and learned[s] >= LEARNED]
-    verdict = "agrees" if len(failing) == len(schemes) else ("mixed" if failing else "disagrees")
-    numbers = ", ".join(f"{s} {_pct(values[s])} (in-dist {_pct(learned[s])})" for s in schemes)
-    return (
-        f"Ruoss et al. 2023 (standard encodings fail on copy past training): **{verdict}**. "
-        f"copy at 2x: {numbers}; failing means <= {100 * FAILS:.0f}% after >= "
-        f"{100 * LEARNED:.0f}% in distribution"
-    )
+    grouped = groups(learned, "copy")
+    values = {s: list(seed_values(grouped.get(s, []), "2x").values()) for s in schemes}
+    if not all(values.values()):
+        return _not_measured(RUOSS, "learned copy runs of learned, sinusoidal and rope")
+    claim = Claim("at_most", FAILS)
+    parts = [_mean_claim(values[s], s, claim, len(schemes)) for s in schemes]
+    return _finding(RUOSS, parts, f"copy at 2x, claim: mean <= {100 * FAILS:.0f}%")
 
 
-def kazemnejad_order(results: list[Result]) -> str:
-    """Causal NoPE on ``svo`` in distribution (exact-match and minimal pairs)."""
-    exact = _mean(results, "svo", "none", "in_dist")
-    pairs = _mean(results, "svo", "none", "pairs")
-    if exact is None or pairs is None:
-        return f"{KAZEMNEJAD_ORDER}: not measured (needs svo runs of none)"
-    verdict = "agrees" if exact >= LEARNED and pairs >= LEARNED else "disagrees"
-    return (
-        f"{KAZEMNEJAD_ORDER}: **{verdict}**. svo in "
-        f"distribution: NoPE exact-match {_pct(exact)}, minimal pairs both right "
-        f"{_pct(pairs)} (an order-blind model scores 0%)"
-    )
+ORDER = "Kazemnejad et al. 2023 (causal NoPE learns order)"
 
 
-def kazemnejad(results: list[Result]) -> str:
-    """NoPE against RoPE and ALiBi at 1.5x, on ``copy`` and ``svo``."""
-    parts, wins, losses = [], 0, 0
-    for task in ("copy", "svo"):
-        for other in ("rope", "alibi"):
-            c = comparison(results, task, "none", other, "1.5x")
-            if c is None:
-                continue
-            wins += c.significant and c.difference > 0
-            losses += c.significant and c.difference < 0
-            parts.append(
-                f"{task}: none {_pct(_mean(results, task, 'none', '1.5x'))} vs {other} "
-                f"{_pct(_mean(results, task, other, '1.5x'))}, {significance_words(c)}"
-            )
+def kazemnejad_order(results: list[Result], learned: list[Result]) -> Finding:
+    """Causal NoPE on ``svo`` in distribution, every run: exact-match and minimal pairs."""
+    runs = groups(results, "svo").get("none", [])
+    exact = [r["summary"]["in_dist"] for r in runs]
+    pairs = pair_values(runs, "in_dist")
+    if not runs or None in exact or None in pairs:
+        return _not_measured(ORDER, "svo runs of none")
+    claim = Claim("at_least", LEARNED)
+    parts = [
+        _mean_claim(exact, "exact-match", claim, 2),
+        _mean_claim(pairs, "minimal pairs both right (order-blind: 0%)", claim, 2),
+    ]
+    return _finding(ORDER, parts, f"svo in distribution, claim: >= {100 * LEARNED:.0f}%")
+
+
+NOPE = "Kazemnejad et al. 2023 (NoPE extrapolates at least as well as RoPE and ALiBi)"
+
+
+def kazemnejad(results: list[Result], learned: list[Result]) -> Finding:
+    """NoPE minus RoPE and minus ALiBi at 1.5x, on ``copy`` and ``svo``: no worse than
+    -MARGIN."""
+    claim = Claim("no_worse", MARGIN)
+    pairs = [(t, o) for t in ("copy", "svo") for o in ("rope", "alibi")]
+    parts = [
+        (p, task)
+        for task, other in pairs
+        if (p := _difference(learned, task, "none", other, "1.5x", claim, len(pairs)))
+    ]
     if not parts:
-        return "Kazemnejad et al. 2023 (NoPE extrapolates as well as RoPE/ALiBi): not measured"
-    verdict = (
-        "agrees" if losses == 0 and wins else ("disagrees" if wins == 0 and losses else "mixed")
-    )
-    if not wins and not losses:
-        verdict = "no significant difference"
-    return (
-        f"Kazemnejad et al. 2023 (NoPE extrapolates at least as well as RoPE and ALiBi): "
-        f"**{verdict}**. At 1.5x: " + "; ".join(parts)
-    )
+        return _not_measured(NOPE, "learned runs of none with rope or alibi")
+    labelled = [(v, f"{task}: {text}") for (v, text), task in parts]
+    return _finding(NOPE, labelled, f"at 1.5x, claim: difference >= -{100 * MARGIN:.0f} points")
 
 
-def haviv(results: list[Result]) -> str:
-    """Causal NoPE learns ``copy`` (a task that needs every symbol's position)."""
-    exact = _mean(results, "copy", "none", "in_dist")
-    if exact is None:
-        return "Haviv et al. 2022 (causal models learn positions without encodings): not measured"
-    verdict = "agrees" if exact >= LEARNED else "disagrees"
-    return (
-        f"Haviv et al. 2022 (causal models learn positions without encodings): **{verdict}**. "
-        f"NoPE on copy in distribution: {_pct(exact)} (learned means >= {100 * LEARNED:.0f}%)"
-    )
+HAVIV = "Haviv et al. 2022 (causal models learn positions without encodings)"
+
+
+def haviv(results: list[Result], learned: list[Result]) -> Finding:
+    """Causal NoPE learns ``copy`` (a task that needs every symbol's position), every run."""
+    exact = [r["summary"]["in_dist"] for r in groups(results, "copy").get("none", [])]
+    if not exact or None in exact:
+        return _not_measured(HAVIV, "copy runs of none")
+    part = _mean_claim(exact, "NoPE exact-match", Claim("at_least", LEARNED), 1)
+    return _finding(HAVIV, [part], f"copy in distribution, claim: >= {100 * LEARNED:.0f}%")
+
+
+FINDINGS: tuple[Callable[[list[Result], list[Result]], Finding], ...] = (
+    press,
+    ruoss,
+    kazemnejad_order,
+    kazemnejad,
+    haviv,
+)
+"""Every finding, in report order; each takes (every run, the runs that count as learned)."""
+
+
+def decided(results: list[Result], learned: list[Result] | None = None) -> list[Finding]:
+    """Every finding of :data:`FINDINGS`, with ``learned`` (default: the learned runs of
+    ``results``) as the runs the extrapolation findings read."""
+    if learned is None:
+        learned = [r for r in results if is_learned(r)]
+    return [finding(results, learned) for finding in FINDINGS]
+
+
+def sensitivity(results: list[Result]) -> str:
+    """One sentence on how the findings' words move when the runs near the "learned" bar
+    (:func:`lab.evaluation.learned.is_marginal`) are all counted in, or all left out."""
+    marginal = [r for r in results if is_marginal(r)]
+    if not marginal:
+        return "Inclusion sensitivity: no run sits within 3 points of the learned bar."
+    base = decided(results)
+    learned = [r for r in results if is_learned(r)]
+    variants = {
+        "with them in": learned + [r for r in marginal if not is_learned(r)],
+        "with them out": [r for r in learned if not is_marginal(r)],
+    }
+    changes = []
+    for name, runs in variants.items():
+        for old, new in zip(base, decided(results, runs), strict=True):
+            if new.word != old.word:
+                changes.append(f"{name}, {old.title} becomes {new.word} (was {old.word})")
+    names = ", ".join(f"{r['position']}-{r['task']}-seed{r['seed']}" for r in marginal)
+    moved = "; ".join(changes) if changes else "no verdict changes"
+    return f"Inclusion sensitivity: {len(marginal)} run(s) near the learned bar ({names}): {moved}."
 
 
 def findings(results: list[Result]) -> list[str]:
-    """The findings as Markdown list items (``'- ...'``), in the order above.
-
-    The findings on extrapolation (Press, Ruoss, Kazemnejad at 1.5x) are decided on the
-    learned runs only (:mod:`lab.evaluation.learned`): a run that never learned its task says
-    nothing about length. The findings on learning itself (Kazemnejad on order, Haviv) read every
-    run,
-    since whether the task was learned is their question. A first item counts the runs left
-    out and why.
-    """
-    learned = learned_only(results)
+    """The findings as Markdown list items (``'- ...'``), in the order of :data:`FINDINGS`,
+    then the inclusion sensitivity; a first item counts the runs left out as not learned."""
+    lines = [f.line() for f in decided(results)]
+    lines.append(f"- {sensitivity(results)}")
     left_out = left_out_count(results)
-    lines = [press(learned), ruoss(learned), kazemnejad_order(results), kazemnejad(learned)]
-    lines.append(haviv(results))
     if left_out:
-        lines.insert(0, f"{left_out[:-1]}; the extrapolation findings leave them out.")
-    return [f"- {line}" for line in lines]
+        lines.insert(0, f"- {left_out[:-1]}; the extrapolation findings leave them out.")
+    return lines
