@@ -1,5 +1,7 @@
 """Findings and seed tables follow the numbers: hand-made runs with known results."""
 
+import pytest
+
 from lab.reporting.aggregate import cell, comparison, headline_table, significance_lines
 from lab.reporting.findings import haviv, press, ruoss
 
@@ -32,46 +34,71 @@ def run(position: str, seed: int, at_125: int, in_dist: float = 1.0, task: str =
     }
 
 
-def sweep(alibi: tuple[int, int, int], others: tuple[int, int, int]) -> list[dict]:
-    results = [run("alibi", s, alibi[s]) for s in range(3)]
+def sweep(alibi: tuple[int, ...], others: tuple[int, ...]) -> list[dict]:
+    """ALiBi's and every other scheme's exact-match at 1.25x per seed (of 100 sequences)."""
+    results = [run("alibi", s, v) for s, v in enumerate(alibi)]
     for position in ("none", "learned", "sinusoidal", "rope"):
-        results += [run(position, s, others[s]) for s in range(3)]
+        results += [run(position, s, v) for s, v in enumerate(others)]
     return results
 
 
-def test_press_agrees_only_when_alibi_leads_by_half_and_significantly() -> None:
-    agrees = press(sweep((90, 85, 95), (10, 5, 0)))
-    assert "**agrees**" in agrees and "alibi 90.0%" in agrees and "lead 85.0 points" in agrees
-    small_lead = press(sweep((40, 45, 35), (10, 5, 0)))
-    assert "**mixed**" in small_lead  # significant, but less than 50 points
-    assert "**disagrees**" in press(sweep((0, 0, 0), (10, 5, 0)))
-    assert "not measured" in press([run("alibi", 0, 90)])
+def word(finding) -> str:
+    return finding.word
 
 
-def test_ruoss_counts_schemes_that_fail_at_2x_after_learning() -> None:
-    assert "**agrees**" in ruoss(sweep((90, 85, 95), (10, 5, 0)))  # every 2x is 0%
-    results = sweep((90, 85, 95), (10, 5, 0))
+def test_press_is_decided_by_the_interval_beyond_the_margin() -> None:
+    # a lead of 80-90 points in each of 6 seeds: the interval lies beyond +5 points
+    lead = sweep((90, 85, 95, 88, 92, 91), (10, 5, 0, 3, 7, 2))
+    found = press(lead, lead)
+    assert found.word == "agrees" and "alibi - learned +85.7 points" in found.text
+    # the same means at 3 seeds with a spread: the interval is wide, nothing is decided
+    wide = sweep((90, 20, 95), (10, 5, 0))
+    found = press(wide, wide)
+    assert found.word == "inconclusive" and "about" in found.text and "seeds" in found.text
+    behind = sweep((0, 1, 0, 2, 0, 1), (40, 45, 35, 50, 42, 38))
+    assert word(press(behind, behind)) == "disagrees"
+    one = [run("alibi", 0, 90)]
+    assert word(press(one, one)) == "not measured"
+
+
+def test_a_small_lead_short_of_the_margin_never_agrees() -> None:
+    # alibi leads by 1-3 points in every seed: significant, but not beyond the 5-point margin
+    small = sweep((12, 13, 11, 12, 14, 12), (10, 10, 10, 10, 11, 10))
+    assert word(press(small, small)) == "inconclusive"
+
+
+def test_ruoss_asks_for_each_interval_below_the_failure_bar() -> None:
+    results = sweep((90, 85, 95), (10, 5, 0))  # every 2x is 0% in every seed
+    assert word(ruoss(results, results)) == "agrees"
     for r in results:
         if r["position"] == "rope":
             r["summary"]["at"]["2x"] = 0.6
-    assert "**mixed**" in ruoss(results)
+    assert word(ruoss(results, results)) == "disagrees"  # rope 60% in every seed
+    for r in results:
+        if r["position"] == "rope":
+            r["summary"]["at"]["2x"] = [0.0, 0.3, 0.05][r["seed"]]
+    assert word(ruoss(results, results)) == "inconclusive"  # mean 11.7%, interval [0, 50]
 
 
 def test_haviv_reads_nope_in_distribution() -> None:
-    assert "**agrees**" in haviv(sweep((90, 85, 95), (10, 5, 0)))
+    results = sweep((90, 85, 95), (10, 5, 0))
+    assert word(haviv(results, results)) == "agrees"  # 100% in every seed
     low = [run("none", s, 0, in_dist=0.5) for s in range(3)]
-    assert "**disagrees**" in haviv(low) and "50.0%" in haviv(low)
+    found = haviv(low, low)
+    assert found.word == "disagrees" and "50.0%" in found.text
 
 
 def test_seed_cells_and_significance_lines() -> None:
     assert cell([0.9, 0.95, 1.0]) == "95.0 [82.6, 100.0]"  # t-interval 82.58 .. 107.42, clipped
     assert cell([0.5]) == "50.0" and cell([0.5, None]) == "—"
-    results = sweep((90, 85, 95), (10, 5, 0))
+    results = sweep((90, 85, 95, 88, 92, 91), (10, 5, 0, 3, 7, 2))
     c = comparison(results, "copy", "alibi", "learned", "1.25x")
-    assert (c.only_a, c.only_b) == (80 + 80 + 95, 0) and c.significant
+    assert c.differences == pytest.approx((0.8, 0.8, 0.95, 0.85, 0.85, 0.89)) and c.p_sign_flip == pytest.approx(2 / 64)
     lines = significance_lines(results, "copy")
-    assert lines[0].startswith("- copy at 1.25x: alibi > none (")
-    assert "learned > " not in lines[0]  # the four others are identical: no difference
-    assert lines[1] == "- copy at 1.5x: no significant difference"
+    # 40 comparisons (10 pairs x 4 multiples); alibi's four: p = 2/64 each, Holm x 40 > 0.05
+    assert lines[0].startswith("- copy at 1.25x: none significant after Holm over 40")
+    assert "largest alibi - none +85.7 points" in lines[0]
+    three = sweep((90, 85, 95), (10, 5, 0))
+    assert "none significant" in significance_lines(three, "copy")[0]
     table = headline_table(results, "copy")
-    assert "| alibi" in table and "90.0 [" in table
+    assert "| alibi" in table and "90.2 [" in table

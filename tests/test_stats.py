@@ -1,15 +1,12 @@
-"""Seed statistics: the t-interval and the exact McNemar test against values computed by hand.
-
-Reference values were computed with scipy 1.x in the system Python (``scipy.stats.t.ppf`` and
-``scipy.stats.binomtest``), which the project's environment does not need; the arithmetic is
-spelled out next to each.
-"""
+"""The t-interval of one figure over seeds and the per-checkpoint exact McNemar test, against
+values computed by hand (the arithmetic is spelled out next to each) and scipy's."""
 
 import math
 
 import pytest
+from scipy import stats
 
-from lab.common.stats import ALPHA, compare, mcnemar_exact, t_interval, t_quantile_975
+from lab.common.stats import mcnemar_exact, t_interval, t_quantile_975
 
 
 @pytest.mark.parametrize(
@@ -63,25 +60,11 @@ def test_mcnemar_rejects_negative_counts() -> None:
         mcnemar_exact(-1, 3)
 
 
-def test_compare_pairs_sequences_and_pools_seeds() -> None:
-    # seed 0: a right on 4 of 4, b on 1 (discordant 3:0); seed 1: a 3, b 1 (2:0); seed 2: 1:0
-    a = {0: "1111", 1: "1110", 2: "1000"}
-    b = {0: "1000", 1: "0010", 2: "0000", 7: "1111"}  # seed 7 is not shared: ignored
-    result = compare(a, b)
-    assert (result.only_a, result.only_b, result.seeds) == (6, 0, 3)
-    assert result.p_value == pytest.approx(2 / 2**6)  # 0.03125
-    assert result.difference == pytest.approx((3 / 4 + 2 / 4 + 1 / 4) / 3)
-    assert result.same_sign and result.significant and result.p_value < ALPHA
-    # The same pooled counts, but one seed points the other way: not significant.
-    mixed = compare({0: "1111", 1: "1111", 2: "0000"}, {0: "0000", 1: "0000", 2: "1000"})
-    assert (mixed.only_a, mixed.only_b) == (8, 1)
-    assert mixed.p_value == pytest.approx(2 * (1 + 9) / 2**9)  # 0.0390625 < 0.05
-    assert not mixed.same_sign and not mixed.significant
-    assert compare({0: "1"}, {1: "1"}) is None
-    with pytest.raises(ValueError, match="cannot be paired"):
-        compare({0: "11"}, {0: "1"})
-
-
-def test_three_seeds_alone_cannot_be_significant() -> None:
-    """Why the test pools sequences: the best sign test over 3 seeds has p = 2 / 2**3."""
-    assert 2 * math.comb(3, 0) / 2**3 == 0.25 > ALPHA
+def test_t_interval_at_another_level_matches_scipy() -> None:
+    values = [0.9, 0.95, 1.0, 0.97]
+    interval = t_interval(values, alpha=0.01)
+    mean, sd = sum(values) / 4, interval.sd
+    low, high = stats.t.interval(0.99, 3, loc=mean, scale=sd / math.sqrt(4))
+    assert (interval.low, interval.high) == pytest.approx((low, high), rel=1e-12)
+    with pytest.raises(ValueError, match=r"alpha=1.5 is invalid"):
+        t_interval(values, alpha=1.5)

@@ -1,4 +1,4 @@
-"""Three-valued verdicts decided by intervals over seeds, never by a point estimate.
+r"""Three-valued verdicts decided by intervals over seeds, never by a point estimate.
 
 A claim from the literature becomes one or more :class:`Claim` objects, each about an
 interval over seeds: a paired difference between two schemes (:func:`lab.common.seed_stats.paired`)
@@ -20,6 +20,7 @@ kind           claim                           agrees            disagrees
 ``no_worse``   difference >= -m                lo > -m           hi < -m
 ``at_most``    mean <= m                       hi <= m           lo > m
 ``at_least``   mean >= m                       lo >= m           hi < m
+``within``     \|difference\| <= m              -m <= lo, hi <= m  lo > m or hi < -m
 =============  ==============================  ================  ==================
 
 A finding made of several claims (every one must hold) agrees when all agree, disagrees when
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from lab.common.seed_stats import ALPHA, seeds_for_half_width
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
-KINDS = ("greater", "no_worse", "at_most", "at_least")
+KINDS = ("greater", "no_worse", "at_most", "at_least", "within")
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,8 @@ class Verdict:
 def _boundaries(claim: Claim) -> tuple[float, float]:
     """(the bound the interval must pass to agree, the bound it must pass to disagree)."""
     m = claim.margin
-    return {"greater": (m, 0.0), "no_worse": (-m, -m), "at_most": (m, m), "at_least": (m, m)}[
-        claim.kind
-    ]
+    bounds = {"greater": (m, 0.0), "no_worse": (-m, -m), "at_most": (m, m), "at_least": (m, m)}
+    return bounds[claim.kind]
 
 
 def decide(
@@ -98,8 +98,11 @@ def decide(
         word = AGREES if low > -m else (DISAGREES if high < -m else INCONCLUSIVE)
     elif claim.kind == "at_most":
         word = AGREES if high <= m else (DISAGREES if low > m else INCONCLUSIVE)
-    else:
+    elif claim.kind == "at_least":
         word = AGREES if low >= m else (DISAGREES if high < m else INCONCLUSIVE)
+    else:
+        inside, outside = -m <= low and high <= m, low > m or high < -m
+        word = AGREES if inside else (DISAGREES if outside else INCONCLUSIVE)
     if word != INCONCLUSIVE:
         return Verdict(word, low, high, n)
     return Verdict(word, low, high, n, _seeds_needed(claim, mean, sd, alpha))
@@ -107,6 +110,13 @@ def decide(
 
 def _seeds_needed(claim: Claim, mean: float, sd: float | None, alpha: float) -> int | None:
     """Seeds that would put the interval past the nearer deciding bound at this mean."""
+    if claim.kind == "within":  # to agree: |mean| + half < m; to disagree: |mean| - half > m
+        distance = (
+            claim.margin - abs(mean) if abs(mean) < claim.margin else abs(mean) - claim.margin
+        )
+        if sd is None or distance <= 0:
+            return None
+        return 2 if sd == 0 else seeds_for_half_width(sd, distance, alpha)
     agree_at, disagree_at = _boundaries(claim)
     upward = claim.kind in ("greater", "no_worse", "at_least")
     # the side of each bound the mean is on decides which bound it can clear

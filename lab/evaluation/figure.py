@@ -31,8 +31,9 @@ def _line_order(item: tuple[str, list[dict[str, Any]]], labels: list[str]) -> tu
 
 def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | None) -> Figure:
     """Exact-match against length: one panel per task, one line per scheme (mean over its
-    learned seeds), and a dotted line with ``x`` markers, labelled ``not learned`` and without
-    error bars, for each run that did not learn its task (:mod:`lab.evaluation.learned`).
+    learned seeds, each seed a hollow dot), and a dotted line with ``x`` markers, labelled
+    ``not learned`` and without error bars, for each run that did not learn its task
+    (:mod:`lab.evaluation.learned`).
 
     Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
     (:func:`lab.common.stats.t_interval`, clipped to [0, 1]) for several. The training range is
@@ -93,7 +94,21 @@ def _task_panel(
             label=label,
             color=colors[scheme_label(group[0])],
         )
+        if learned and len(group) > 1:
+            _seed_dots(ax, group, colors[scheme_label(group[0])])
     ax.set(title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02))
+
+
+def _seed_dots(ax: Any, group: list[dict[str, Any]], color: str) -> None:
+    """Every seed's exact-match as a small hollow dot beside its scheme's mean, so a cell whose
+    seeds split (some extrapolate, some do not) shows as two clusters, not one wide bar."""
+    xs, ys = [], []
+    for r in group:
+        for row in r["lengths"]:
+            if row["supported"]:
+                xs.append(row["length"])
+                ys.append(row["exact_match"])
+    ax.scatter(xs, ys, s=14, facecolors="none", edgecolors=color, linewidths=0.8, alpha=0.8)
 
 
 def _mean_and_interval(
@@ -134,6 +149,7 @@ def _legend(figure: Figure) -> None:
         loc="outside lower center",
         ncols=min(len(handles), 7),
         fontsize="small",
-        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)",
+        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several); "
+        "hollow dots: each seed",
         title_fontsize="small",
     )

@@ -204,6 +204,23 @@ def sensitivity(results: list[Result]) -> str:
     return f"Inclusion sensitivity: {len(marginal)} run(s) near the learned bar ({names}): {moved}."
 
 
+def decided_line(results: list[Result]) -> str:
+    """One line for the terminal: which findings the sweep could decide and which it could
+    not, e.g. ``"Findings decided: Ruoss et al. 2023 agrees; ... Inconclusive at these seeds:
+    Press et al. 2022 (...)."``."""
+    found = [f for f in decided(results) if f.word != "not measured"]
+    done = [f"{f.title} {f.word}" for f in found if f.word != "inconclusive"]
+    open_ = [f.title for f in found if f.word == "inconclusive"]
+    seeds = sorted(
+        {len(runs) for t in {r["task"] for r in results} for runs in groups(results, t).values()}
+    )
+    at = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}" if seeds else "0"
+    return (
+        f"Findings at {at} seed(s): decided: {'; '.join(done) or 'none'}. Inconclusive: "
+        f"{'; '.join(open_) or 'none'} (report.md gives each interval and the seeds needed)."
+    )
+
+
 def findings(results: list[Result]) -> list[str]:
     """The findings as Markdown list items (``'- ...'``), in the order of :data:`FINDINGS`,
     then the inclusion sensitivity; a first item counts the runs left out as not learned."""

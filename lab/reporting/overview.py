@@ -5,7 +5,8 @@ Shape of the document (every figure computed from the runs' ``eval.json`` dicts)
 
 1. per task, exact-match in distribution and at 1.25x, 1.5x, 2x and 4x the longest training
    length, mean over seeds with a 95% t-interval (:mod:`lab.reporting.aggregate`);
-2. the significantly different scheme pairs at those multiples (:mod:`lab.common.stats`);
+2. the significantly different scheme pairs at those multiples, paired by seed
+   (:mod:`lab.common.seed_stats`), and the share of seeds at or above 50% per cell;
 3. on ``svo``, the shortcut rules' accuracy on the same evaluation sequences
    (:mod:`data.shortcuts`);
 4. the findings against the literature (:mod:`lab.reporting.findings`);
@@ -30,10 +31,12 @@ from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
 from lab.lm.passkey import passkey_table
 from lab.reporting.aggregate import (
+    differences_table,
     groups,
     headline_table,
     left_out_line,
     lengths_table,
+    share_table,
     significance_lines,
     tasks,
 )
@@ -45,19 +48,24 @@ Result = dict[str, Any]
 EXPLANATION = (
     "Cells are the mean over seeds with a 95% Student-t interval over seeds (mean +- "
     "t(0.975, n-1) s / sqrt(n), clipped to 0..100 for display; per-run 95% Wilson intervals "
-    "are in each eval.json). In-distribution: mean exact-match over grid lengths inside the "
-    "training range. 1.25x ... 4x: exact-match at those multiples of the longest training "
-    "length. Pairs: share of minimal pairs (two prompt items swapped, same bag of tokens, "
-    "different answer) with both members right; an order-blind model scores 0. Order-blind: "
-    "the next-token distribution at `<sep>` does not move (< 1e-5 total variation) when the "
-    "prompt is shuffled. Significance: exact McNemar test on the same evaluation sequences, "
-    "pooled over seeds (the sequences of a seed are shared by every scheme), p < 0.05, and the "
-    "difference has the same sign in every seed (a test over 3 seeds alone cannot reach "
-    "p < 0.05); a small p without the same sign is reported as not significant, with the "
-    "per-seed differences. Learned: training reached train.target_accuracy at every training "
-    f"length and the test set's in-distribution exact-match is >= {LEARNED:.0%}; seeds counts "
-    "the learned runs, which alone enter the means, tests and findings on extrapolation ('not "
-    f"learned' counts the others). {DASH}: not applicable or unsupported."
+    "are in each eval.json and describe one checkpoint's evaluation sample, not the scheme). "
+    "In-distribution: mean exact-match over grid lengths inside the training range. 1.25x ... "
+    "4x: exact-match at those multiples of the longest training length. Pairs: share of "
+    "minimal pairs (two prompt items swapped, same bag of tokens, different answer) with both "
+    "members right; an order-blind model scores 0. Order-blind: the next-token distribution at "
+    "`<sep>` does not move (< 1e-5 total variation) when the prompt is shuffled. Scheme "
+    "differences: the seed is the unit of evidence. Runs pair by seed (every scheme of a seed "
+    "sees the same data and evaluation sequences); the per-seed differences give a mean with "
+    "its 95% t-interval, and a difference is significant when both the paired t-test and the "
+    "exact sign-flip test reject after Holm's correction over every comparison of the report "
+    "(below 6 seeds the sign-flip test cannot reject). Findings are three-valued (agrees, "
+    "disagrees, inconclusive) and decided by intervals against a stated margin, never by a "
+    "point estimate (lab/reporting/findings.py). Seed shares: seeds with exact-match >= 50%, "
+    "with an exact (Clopper-Pearson) interval; a star marks a cell whose seeds split, whose "
+    "mean summarises it badly. Learned: training reached train.target_accuracy at every "
+    f"training length and the test set's in-distribution exact-match is >= {LEARNED:.0%}; "
+    "seeds counts the learned runs, which alone enter the means, tests and findings on "
+    f"extrapolation ('not learned' counts the others). {DASH}: not applicable or unsupported."
 )
 
 
@@ -96,15 +104,26 @@ def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[s
     left_out = left_out_line(results)
     if left_out:
         lines += [left_out, ""]
-    lines += heading("Significant differences between schemes")
+    lines += heading("Significant differences between schemes (seed level, Holm)")
     for task in tasks(results):
         lines += significance_lines(results, task)
     lines.append("")
+    for task in tasks(results):
+        lines += heading(f"{task}: seeds with exact-match >= 50% (exact 95% interval)")
+        lines += [share_table(results, task), ""]
     shortcut = shortcut_line(results)
     if shortcut:
         lines += [*heading("Shortcut baselines"), shortcut, ""]
     return [*lines, *heading("Findings against the literature"), *findings(results), ""]
 
+
+DIFFERENCES_NOTE = (
+    "Every comparison the report makes: scheme a minus scheme b, exact-match points, paired by "
+    "seed over the learned runs; the 95% t-interval over seeds, its half-width (+-), the seeds "
+    "a +-10-point half-width would need at the observed spread, the paired t-test's and the "
+    "exact sign-flip test's p-values, and Holm's adjusted p over the whole table. Significant: "
+    "Holm p < 0.05, with both tests rejecting."
+)
 
 PASSKEY_FIGURE = "passkey_grid.png"
 """The sweep's passkey heatmaps (:func:`lab.lm.passkey_figure.passkey_figure`), beside
@@ -139,6 +158,8 @@ def markdown_report(results: list[Result], out_dir: str | Path | None = None) ->
         lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
         pairs = lengths_table(results, task, "pair_accuracy")
         lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
+    lines += ["## Paired differences over seeds", "", DIFFERENCES_NOTE, ""]
+    lines += [differences_table(results), ""]
     lines += passkey_section(results)
     lines += diagnostics_section(results)
     lines += ["## Runs", "", summary_table(results, out_dir), ""]

@@ -1,11 +1,12 @@
 """Two results of the same sweep made on different machines, compared: which runs are
-bit-identical, how far each cell moved against its seed spread, and which significance claims
-and findings hold on both (robust) or on one only (not robust).
+bit-identical, how far each cell moved (the machine's effect paired by seed, with its interval
+over seeds), and which seed-level significance claims and findings hold on both machines.
 
 Floating-point kernels round differently on different CPUs (MKL and ATen dispatch by
 processor), so a seeded run is bit-identical only on the same CPU model, torch build and
-settings (:mod:`lab.common.machine`); on another machine the honest claim is "within the seed
-spread", and this module measures it. Usage::
+settings (:mod:`lab.common.machine`); on another machine the rounding acts like a partial
+reseed, and this module asks, per cell, whether the two machines are shown to agree within a
+margin, shown to differ, or cannot be told apart at the seeds run. Usage::
 
     python sweep.py --compare A/results.json B/results.json --labels "AMD" "Intel" [--out F]
 """
@@ -14,21 +15,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
-from lab.common.stats import t_interval
+from lab.common.seed_stats import ALPHA, paired
+from lab.common.verdicts import Claim, decide
 from lab.evaluation.learned import learned_only
-from lab.reporting.aggregate import HEADLINE, comparison, groups, tasks
-from lab.reporting.findings import findings
+from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
+from lab.reporting.findings import decided
 
 Result = dict[str, Any]
 WHERE = ("in_dist", *HEADLINE)
 """The cells compared: in distribution and the headline multiples."""
+SAME_WITHIN = 0.05
+"""Margin (exact-match, 5 points) within which a cell counts as the same on both machines."""
 
 
 def run_key(result: Result) -> tuple[str, str, int]:
@@ -42,72 +44,59 @@ def identical(a: Result, b: Result) -> bool:
     return a["train_steps"] == b["train_steps"] and answers[0] == answers[1]
 
 
-def cell_values(runs: list[Result], where: str) -> list[float] | None:
-    """Exact-match of each seed's run at ``where`` (``'in_dist'`` or a multiple), or None."""
-    values = [
-        r["summary"]["in_dist"] if where == "in_dist" else r["summary"]["at"].get(where)
-        for r in runs
-    ]
-    return None if not values or any(v is None for v in values) else values
-
-
 def cell_shifts(a: list[Result], b: list[Result]) -> list[dict[str, Any]]:
     """Per (task, scheme, where): both means over the learned runs (as the report's tables,
-    :mod:`lab.evaluation.learned`), the shift of the mean, and the seed spread (the larger 95%
-    t-interval half-width of the two, :func:`lab.common.stats.t_interval`).
+    :mod:`lab.evaluation.learned`) and the machine's effect B - A paired by seed, with its 95%
+    t-interval over the seeds learned on both (:func:`lab.common.seed_stats.paired`) and a
+    three-valued verdict on "the machines agree within :data:`SAME_WITHIN`": ``agrees`` when
+    the interval lies within +-SAME_WITHIN, ``disagrees`` when it lies wholly outside,
+    ``inconclusive`` otherwise (a wide interval decides nothing, whatever its mean).
 
     Returns:
         Rows with ``task``, ``scheme``, ``where``, ``mean_a``, ``mean_b``, ``shift``,
-        ``spread`` (fractions, not percent) and ``within`` (``|shift| <= spread``).
+        ``low``, ``high`` (fractions, not percent; None with one seed), ``seeds`` and
+        ``verdict``.
     """
     rows = []
+    claim = Claim("within", SAME_WITHIN)
     for task in tasks(a):
         ga, gb = groups(learned_only(a), task), groups(learned_only(b), task)
         for scheme in ga:
             for where in WHERE:
-                va, vb = cell_values(ga[scheme], where), cell_values(gb.get(scheme, []), where)
-                if va is None or vb is None:
+                va = seed_values(ga[scheme], where)
+                vb = seed_values(gb.get(scheme, []), where)
+                c = paired(vb, va)
+                if c is None:
                     continue
-                ia, ib = t_interval(va), t_interval(vb)
-                spread = max(_half_width(ia), _half_width(ib))
-                shift = ib.mean - ia.mean
+                v = decide(claim, c.mean, c.low, c.high, c.n, c.sd)
                 rows.append(
-                    {"task": task, "scheme": scheme, "where": where, "mean_a": ia.mean,
-                     "mean_b": ib.mean, "shift": shift, "spread": spread,
-                     "within": abs(shift) <= spread}
+                    {"task": task, "scheme": scheme, "where": where,
+                     "mean_a": _mean(va, c.seeds), "mean_b": _mean(vb, c.seeds),
+                     "shift": c.mean, "low": c.low, "high": c.high, "seeds": c.n,
+                     "verdict": v.word}
                 )  # fmt: skip
     return rows
 
 
-def _half_width(interval: Any) -> float:
-    return 0.0 if interval.low is None else (interval.high - interval.low) / 2
+def _mean(values: dict[int, float], seeds: tuple[int, ...]) -> float:
+    return sum(values[s] for s in seeds) / len(seeds)
 
 
 def claims(results: list[Result]) -> set[str]:
-    """The significance claims of a sweep, e.g. ``'copy at 1.25x: alibi > none'`` (exact
-    McNemar p < 0.05 pooled over the learned seeds and the same sign in every seed, as in the
-    report, :func:`lab.reporting.aggregate.comparison`)."""
+    """The significance claims of a sweep, e.g. ``'copy at 1.25x: alibi > none'``: the pairs
+    whose paired difference over seeds is significant after Holm's correction over the
+    report's family (:func:`lab.reporting.aggregate.family`), as in the report."""
     found = set()
-    for task in tasks(results):
-        schemes = list(groups(results, task))
-        for label in HEADLINE:
-            for x, y in combinations(schemes, 2):
-                c = comparison(results, task, x, y, label)
-                if c is not None and c.significant:
-                    winner, loser = (x, y) if c.difference > 0 else (y, x)
-                    found.add(f"{task} at {label}: {winner} > {loser}")
+    for task, label, x, y, c, p in family(results):
+        if p < ALPHA:
+            winner, loser = (x, y) if c.mean > 0 else (y, x)
+            found.add(f"{task} at {label}: {winner} > {loser}")
     return found
 
 
 def verdicts(results: list[Result]) -> dict[str, str]:
-    """Finding (the text before its verdict) -> ``'agrees'``, ``'disagrees'`` or another word,
-    from :func:`lab.reporting.findings.findings`."""
-    out = {}
-    for line in findings(results):
-        match = re.match(r"(?:- )?(.*?): \*\*(\w[\w ]*)\*\*", line)
-        if match:
-            out[match.group(1)] = match.group(2)
-    return out
+    """Finding title -> its word (:func:`lab.reporting.findings.decided`)."""
+    return {f.title: f.word for f in decided(results)}
 
 
 def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
@@ -144,7 +133,7 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
             "no cell holds learned runs in both sweeps (in distribution and at "
             f"{', '.join(HEADLINE)}): nothing to compare"
         )
-    within = sum(row["within"] for row in cells)
+    counts = {w: sum(row["verdict"] == w for row in cells) for w in WORDS}
     worst = max(cells, key=lambda row: abs(row["shift"]))
     shifts = sorted(abs(row["shift"]) for row in cells)
     lines = [
@@ -153,36 +142,49 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
         *([note, ""] if note else []),
         f"- Bit-identical runs (same steps, same answer on every sequence): "
         f"**{c['identical']} of {c['runs']}**.",
-        f"- Cells (task, scheme, in distribution and {', '.join(HEADLINE)}) whose mean moved "
-        f"by no more than the seed spread (the larger 95% t-interval half-width): "
-        f"**{within} of {len(cells)}**; median shift {100 * shifts[len(shifts) // 2]:.1f} "
-        f"points, largest {worst['task']} {worst['scheme']} at {worst['where']}: "
-        f"{100 * worst['mean_a']:.1f}% -> {100 * worst['mean_b']:.1f}% (seed spread "
-        f"{100 * worst['spread']:.1f} points).",
-        f"- Significance claims on both machines (robust): {len(c['claims_both'])}; on A only "
-        f"(not robust): {len(c['claims_a_only'])}; on B only (not robust): "
-        f"{len(c['claims_b_only'])}.",
+        f"- Cells (task, scheme, in distribution and {', '.join(HEADLINE)}), the machine's "
+        f"effect B - A paired by seed with its 95% t-interval: the same within "
+        f"+-{100 * SAME_WITHIN:.0f} points (interval inside) **{counts['agrees']}**, different "
+        f"(interval wholly outside) **{counts['disagrees']}**, inconclusive (interval too wide "
+        f"at these seeds) **{counts['inconclusive']}**, of {len(cells)}; median shift "
+        f"{100 * shifts[len(shifts) // 2]:.1f} points, largest {worst['task']} "
+        f"{worst['scheme']} at {worst['where']}: {100 * worst['mean_a']:.1f}% -> "
+        f"{100 * worst['mean_b']:.1f}% ({_span(worst)}).",
+        f"- Significance claims (seed level, Holm) on both machines: {len(c['claims_both'])}; "
+        f"on A only: {len(c['claims_a_only'])}; on B only: {len(c['claims_b_only'])}.",
         "",
         "## Findings against the literature",
         "",
-        "| finding | A | B | robust |",
+        "| finding | A | B | same |",
         "|---|---|---|---|",
     ]
     for name, (x, y) in c["verdicts"].items():
         lines.append(f"| {name} | {x} | {y} | {'yes' if x == y else '**no**'} |")
-    lines += ["", "## Significance claims that hold on one machine only (not robust)", ""]
+    lines += ["", "## Significance claims that hold on one machine only", ""]
     lines += [f"- {claim} (A only)" for claim in c["claims_a_only"]]
     lines += [f"- {claim} (B only)" for claim in c["claims_b_only"]]
-    lines += ["", "## Cells that moved by more than the seed spread", ""]
-    lines += ["| task | scheme | where | A | B | shift | spread |", "|---|---|---|---|---|---|---|"]
+    if not c["claims_a_only"] and not c["claims_b_only"]:
+        lines.append("None.")
+    lines += ["", "## Cells not shown to be the same on both machines", ""]
+    lines += ["| task | scheme | where | A | B | B - A [95% t] | seeds | verdict |"]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for row in cells:
-        if not row["within"]:
+        if row["verdict"] != "agrees":
             lines.append(
                 f"| {row['task']} | {row['scheme']} | {row['where']} | {100 * row['mean_a']:.1f} "
-                f"| {100 * row['mean_b']:.1f} | {100 * row['shift']:+.1f} "
-                f"| {100 * row['spread']:.1f} |"
+                f"| {100 * row['mean_b']:.1f} | {_span(row)} | {row['seeds']} | "
+                f"{row['verdict']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+WORDS = ("agrees", "disagrees", "inconclusive")
+
+
+def _span(row: dict[str, Any]) -> str:
+    if row["low"] is None:
+        return f"{100 * row['shift']:+.1f} points, one seed"
+    return f"{100 * row['shift']:+.1f} [{100 * row['low']:+.1f}, {100 * row['high']:+.1f}] points"
 
 
 def read_results(path: Path) -> list[Result]:

@@ -22,6 +22,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     """
     from lab.diagnostics.report import diagnosed, where_it_fails_lines
     from lab.lm.report import lm_summary_table
+    from lab.reporting.findings import decided_line
     from lab.reporting.tables import summary_table
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
@@ -33,6 +34,8 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
         print(summary_table(synthetic, out_dir))
     if diagnosed(synthetic):
         print("\nWhere it fails (docs/diagnostics.md):", *where_it_fails_lines(synthetic), sep="\n")
+    if synthetic:
+        print(f"\n{decided_line(synthetic)}")
     if lm:
         print(lm_summary_table(lm, out_dir))
     failed = _print_counts(records, seconds)
