@@ -93,7 +93,8 @@ def test_seed_cells_and_significance_lines() -> None:
     assert cell([0.5]) == "50.0" and cell([0.5, None]) == "—"
     results = sweep((90, 85, 95, 88, 92, 91), (10, 5, 0, 3, 7, 2))
     c = comparison(results, "copy", "alibi", "learned", "1.25x")
-    assert c.differences == pytest.approx((0.8, 0.8, 0.95, 0.85, 0.85, 0.89)) and c.p_sign_flip == pytest.approx(2 / 64)
+    assert c.differences == pytest.approx((0.8, 0.8, 0.95, 0.85, 0.85, 0.89))
+    assert c.p_sign_flip == pytest.approx(2 / 64)
     lines = significance_lines(results, "copy")
     # 40 comparisons (10 pairs x 4 multiples); alibi's four: p = 2/64 each, Holm x 40 > 0.05
     assert lines[0].startswith("- copy at 1.25x: none significant after Holm over 40")

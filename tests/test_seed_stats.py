@@ -48,7 +48,8 @@ def test_the_audit_example_is_not_significant() -> None:
 def _sign_flip_by_enumeration(d: list[float]) -> float:
     observed = abs(sum(d))
     flips = list(itertools.product((1, -1), repeat=len(d)))
-    extreme = sum(abs(sum(s * x for s, x in zip(signs, d))) >= observed - 1e-12 for signs in flips)
+    sums = [abs(sum(s * x for s, x in zip(signs, d, strict=True))) for signs in flips]
+    extreme = sum(total >= observed - 1e-12 for total in sums)
     return extreme / len(flips)
 
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 from conftest import CHECKPOINT_EVERY, STEPS, TINY_RUN, interrupt_at, tiny_config
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_break_learning import scored_by_tokens
 
 import lab.training.trainer
 from data import build_task
@@ -24,7 +25,13 @@ from lab.common.config import Config, config_from_dict, load_config
 from lab.evaluation.extrapolation import evaluate_length
 from lab.training.resume import resume_config
 from lab.training.schedule import warmup_cosine
-from lab.training.trainer import TrainingDiverged, TrainResult, build_model, train
+from lab.training.trainer import (
+    TrainingDiverged,
+    TrainingInterrupted,
+    TrainResult,
+    build_model,
+    train,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERRUPT_AT = 7
@@ -329,3 +336,28 @@ def test_run_dir_007_trains_into_the_folder_007(
     assert train_cli.main([*TINY_RUN, "train.steps=2", "train.warmup_steps=1", "run_dir=007"]) == 0
     assert load_checkpoint(tmp_path / "007")["config"]["run_dir"] == "007"
     assert not (tmp_path / "7").exists()
+
+
+def test_target_checks_needs_the_target_held_over_consecutive_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a target every check meets (0.001): with 1 check the run stops at its first evaluation
+    # (step eval_every); with 3 it stops at the third, and a run stopped between them and
+    # resumed stops at the same step with the same weights
+    scored_by_tokens(monkeypatch)  # token accuracy is above 0.001 from the start
+    every = ["train.target_accuracy=0.001", "train.eval_every=5", "train.steps=100"]
+    once = train(tiny_config(tmp_path / "once", *every))
+    assert once.step == 5 and once.reached_target
+    held = train(tiny_config(tmp_path / "held", *every, "train.target_checks=3"))
+    assert held.step == 15 and held.reached_target and held.target_streak == 3
+    config = tiny_config(tmp_path / "split", *every, "train.target_checks=3")
+    with monkeypatch.context() as patch:
+        interrupt_at(patch, 8)  # between the first check (step 5) and the second (step 10)
+        with pytest.raises(TrainingInterrupted):
+            train(config)
+    assert load_checkpoint(config.run_dir)["target_streak"] == 1
+    resumed = train(config, resume=True)
+    assert resumed.step == 15 and resumed.target_streak == 3
+    a = load_checkpoint(tmp_path / "held")["model"]
+    b = load_checkpoint(config.run_dir)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -28,11 +28,10 @@ from test_findings import sweep
 import lab.training.run_logs
 from lab.common.checkpoint import load_checkpoint
 from lab.common.config import load_config
-from lab.common.stats import compare
 from lab.evaluation.extrapolation import LengthResult
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.learned import LEARNED, left_out_count, not_learned_reason
-from lab.reporting.aggregate import headline_table, left_out_line, lengths_table, significance_words
+from lab.reporting.aggregate import headline_table, left_out_line, lengths_table
 from lab.reporting.findings import findings
 from lab.reporting.overview import markdown_report
 from lab.reporting.sweep_figures import learning_speed_figure, order_sensitivity_figure
@@ -285,20 +284,3 @@ def test_left_out_count_is_none_when_every_run_learned() -> None:
     results = sweep((90, 85, 95), (10, 5, 0))
     assert left_out_count(results) is None and left_out_line(results) is None
     assert not findings(results)[0].startswith("- 0 of")
-
-
-def test_a_small_p_without_one_sign_in_every_seed_says_why() -> None:
-    # seed 0: A right on 30 more sequences; seed 1: B right on 2 more; seed 2: equal
-    a = {0: "1" * 40 + "0" * 60, 1: "1" * 10 + "0" * 90, 2: "1" * 5 + "0" * 95}
-    b = {0: "1" * 10 + "0" * 90, 1: "1" * 12 + "0" * 88, 2: "1" * 5 + "0" * 95}
-    c = compare(a, b)
-    assert c.p_value < 0.05 and not c.significant
-    assert c.seed_differences == pytest.approx((0.30, -0.02, 0.0))
-    assert significance_words(c) == (
-        f"p={c.p_value:.1e}, not significant: below 0.05, but the difference is not of one sign "
-        "in every seed (per seed +30.0, -2.0, +0.0 points)"
-    )
-    same = compare({0: "1" * 40 + "0" * 60}, {0: "1" * 10 + "0" * 90})
-    assert significance_words(same) == f"p={same.p_value:.1e}, significant"
-    weak = compare({0: "10"}, {0: "01"})
-    assert significance_words(weak) == "p=1.0e+00, not significant (needs p < 0.05)"

@@ -193,6 +193,9 @@ class TrainConfig:
         target_accuracy: stop early once a periodic evaluation's exact-match reaches this
             value at EVERY training length (the minimum over them; ``null`` trains the whole
             budget). A run that ends at its budget below it is marked not learned.
+        target_checks: consecutive periodic evaluations that must meet ``target_accuracy``
+            before the run stops (1: the first one that does), so a run is not caught at the
+            edge of learning by one lucky check.
         eval_every: steps between periodic evaluations (also at the end).
         eval_samples: sequences per length in periodic evaluations.
         checkpoint_every: steps between checkpoints (also at the end and on Ctrl-C).
@@ -210,6 +213,7 @@ class TrainConfig:
     beta2: float = 0.98
     grad_clip: float = 1.0
     target_accuracy: float | None = None
+    target_checks: int = 1
     eval_every: int = 250
     eval_samples: int = 128
     checkpoint_every: int = 500
@@ -218,7 +222,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_finite(self, "train.")
-        for name in ("steps", "eval_every", "checkpoint_every", "log_every"):
+        for name in ("steps", "eval_every", "checkpoint_every", "log_every", "target_checks"):
             check_range(f"train.{name}", getattr(self, name), 1, MAX_STEPS)
         check_range("train.batch_size", self.batch_size, 1, MAX_BATCH_TOKENS)
         if not 1 <= self.eval_samples <= MAX_SAMPLES:

@@ -222,6 +222,8 @@ def differences_table(results: list[Result]) -> str:
                 "yes" if p < ALPHA else "no",
             ]
         )
+    if not rows:
+        return "No comparison: no pair of schemes shares two or more learned seeds."
     headers = ["task", "at", "a - b", "mean", "95% t over seeds", "+-", "seeds"]
     headers += [f"seeds for +-{100 * PLANNED_HALF_WIDTH:.0f}", "t p", "sign-flip p", "Holm p"]
     return format_table([*headers, "significant"], rows)

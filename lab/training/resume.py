@@ -134,6 +134,7 @@ def restore(run: Run, state: dict[str, Any]) -> None:
     r.step, r.final_loss, r.eval = step, state.get("final_loss", math.nan), state.get("eval", {})
     r.finished = bool(state.get("finished")) and not extended
     r.reached_target = state.get("reached_target") is True  # (absent in older checkpoints)
+    r.target_streak = int(state.get("target_streak", int(r.reached_target)))
     run.eval_pending = state.get("eval_pending") is True  # its periodic evaluation was stopped
     if not r.finished and step >= run.config.train.steps:  # resumed at exactly its budget: the
         run.eval_pending = True  # final evaluation (and early-stopping test) of that step is due

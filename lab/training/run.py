@@ -54,6 +54,8 @@ class TrainResult:
         reached_target: the latest periodic evaluation met ``train.target_accuracy`` (its
             minimum over the training lengths, :func:`lab.training.run_logs.reached_target`); False
             for a run that ended at its step cap below the target, or has no target.
+        target_streak: consecutive periodic evaluations up to now that met the target (the run
+            stops when it reaches ``train.target_checks``).
         seconds: wall time of this invocation.
         losses: training loss of every step taken in this invocation.
     """
@@ -64,6 +66,7 @@ class TrainResult:
     final_loss: float
     eval: dict[str, float] = field(default_factory=dict)
     reached_target: bool = False
+    target_streak: int = 0
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)
 
@@ -132,6 +135,7 @@ class Run:
                 "final_loss": r.final_loss,
                 "eval": r.eval,
                 "reached_target": r.reached_target,
+                "target_streak": r.target_streak,
                 "eval_pending": self.eval_pending,
                 "history": self.history,
                 **corpus,

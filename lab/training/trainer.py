@@ -404,8 +404,8 @@ def periodic_check(
     run: Run, task: Task, writer: SummaryWriter | None, stop_asked: Callable[[], bool]
 ) -> bool:
     """The periodic evaluation of ``run.step`` and its early-stopping test; True when the run
-    is done (the target is reached, :func:`lab.training.run_logs.reached_target`, or the budget
-    ends).
+    is done (the target is reached at ``train.target_checks`` consecutive checks,
+    :func:`lab.training.run_logs.reached_target`, or the budget ends).
 
     A stop during the evaluation marks it pending (``run.eval_pending``, saved in the
     checkpoint) and raises: ``--resume`` redoes it first (:func:`run_loop`), with its
@@ -426,7 +426,8 @@ def periodic_check(
         raise KeyboardInterrupt
     r.eval = evals
     r.reached_target = reached_target(evals, config.train.target_accuracy)
-    if run.step >= config.train.steps or r.reached_target:
+    r.target_streak = r.target_streak + 1 if r.reached_target else 0
+    if run.step >= config.train.steps or r.target_streak >= config.train.target_checks:
         r.finished = True
         run.eval_pending = False  # (the final samples are written under a shield)
         return True
