@@ -315,7 +315,8 @@ def result(position: str, seed: int, accuracy: list[list[float | None]], rule: d
     grid = {"depths": [0.0, 0.5, 1.0], "lengths": [32, 64], "labels": ["1x", "2x"]}
     grid |= {"samples": 10, "accuracy": accuracy}
     return {"position": position, "task": "passkey", "seed": seed, "config": config,
-            "passkey": grid, "run_dir": f"runs/{position}-seed{seed}"}  # fmt: skip
+            "passkey": grid, "run_dir": f"runs/{position}-seed{seed}",
+            "summary": {"in_dist": 1.0}}  # fmt: skip
 
 
 RESULTS = [
@@ -367,6 +368,17 @@ def test_the_passkey_sweep_and_its_rope_rules_load() -> None:
         "",
         *(f"scaling{r}-scaling_factor4" for r in ("dynamic", "linear", "ntk", "yarn")),
     ]
+
+
+def test_a_run_not_learned_is_no_cell_and_no_heatmap_but_a_row_saying_so() -> None:
+    stuck = result("learned", 1, [[0.0, 0.0]] * 3, {})
+    stuck |= {"reached_target": False, "train_steps": 3000}
+    stuck["config"]["train"] = {"steps": 3000, "target_accuracy": 0.99}
+    lines = passkey_table([*RESULTS, stuck]).splitlines()
+    assert lines[2] == "| `learned` | 1 | 96.7 | — | 0.5 (90.0) |"  # seed 0 alone, not 48.3
+    assert lines[-1].startswith("| `learned` seed 1 | 0 | not learned within budget: ended at")
+    assert "0.0" not in lines[-1]
+    assert len(passkey_figure([*RESULTS, stuck]).axes) == len(passkey_figure(RESULTS).axes)
 
 
 def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Path) -> None:

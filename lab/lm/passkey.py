@@ -26,6 +26,7 @@ from data import Batch, Task
 from lab.common.config import Config, EvalConfig
 from lab.evaluation.extrapolation import evaluate_batch, multiple_label
 from lab.evaluation.labels import ordered, scheme_label
+from lab.evaluation.learned import is_learned, not_learned_reason
 
 DASH = "—"
 """A table cell without a figure."""
@@ -124,11 +125,13 @@ def mean_grid(results: list[dict[str, Any]]) -> list[list[float | None]]:
 
 
 def grouped(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The runs with a ``passkey`` grid by :func:`lab.evaluation.labels.scheme_label` (scheme,
-    changed task options, evaluation rule), in report order; the seeds of a group are pooled.
+    """The learned runs with a ``passkey`` grid by :func:`lab.evaluation.labels.scheme_label`
+    (scheme, changed task options, evaluation rule), in report order; the seeds of a group are
+    pooled. A run not learned within its budget (:mod:`lab.evaluation.learned`) measures no
+    retrieval past training and is left out (:func:`not_learned_rows` lists it).
     Runs whose grids have other lengths (another training length or
     ``eval.max_length_factor``) get their own group, labelled with their lengths."""
-    runs = ordered([r for r in results if r.get("passkey")])
+    runs = ordered([r for r in results if r.get("passkey") and is_learned(r)])
     shapes = {tuple(r["passkey"]["lengths"]) for r in runs}
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for result in runs:
@@ -147,16 +150,27 @@ def passkey_table(results: list[dict[str, Any]]) -> str:
     alike. A dash marks a length the scheme cannot encode or did
     not evaluate; empty when no run has a grid."""
     groups = grouped(results)
-    if not groups:
+    if not groups and not any(r.get("passkey") for r in results):
         return ""
     labels = [multiple_label(m) for m in MULTIPLES]
     labels = [
         x for x in labels if any(x in r["passkey"]["labels"] for g in groups.values() for r in g)
     ]
     rows = [_table_row(label, runs, labels) for label, runs in groups.items()]
+    rows += not_learned_rows(results, len(labels) + 1)
     headers = ["scheme", "seeds", *labels, "worst depth"]
     lines = [headers, ["---"] * len(headers), *rows]
     return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def not_learned_rows(results: list[dict[str, Any]], width: int) -> list[list[str]]:
+    """One row per run with a passkey grid that did not learn its task: inconclusive, never
+    0%: ``not learned within budget`` with its reason, across ``width`` cells."""
+    rows = []
+    for r in ordered([r for r in results if r.get("passkey") and not is_learned(r)]):
+        why = f"not learned within budget: {not_learned_reason(r)}"
+        rows.append([f"`{scheme_label(r)}` seed {r['seed']}", "0", why, *[""] * (width - 1)])
+    return rows
 
 
 def _table_row(label: str, runs: list[dict[str, Any]], labels: list[str]) -> list[str]:
