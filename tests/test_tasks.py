@@ -314,25 +314,24 @@ def test_runs_with_other_task_options_are_not_compared_as_schemes() -> None:
     them would rank the forms, not the schemes; schemes of one form are still compared."""
     from lab.reporting.aggregate import significance_lines
 
-    def result(position: str, options: dict, correct: str) -> dict:
+    def result(position: str, options: dict, at_2x: float, seed: int) -> dict:
         data = {"task": "parity", "options": {"parity": options}}
         config = {"model": {}, "data": data, "eval": {"max_length_factor": 4.0}}
-        row = {"length": 24, "correct": correct}
         return {
             "position": position,
             "task": "parity",
-            "seed": 0,
+            "seed": seed,
             "config": config,
             "train_lengths": [8, 12],
-            "lengths": [row],
-            "summary": {"in_dist": 1.0},  # learned: the report compares learned runs only
+            "lengths": [{"length": 24}],
+            # learned: the report compares learned runs only
+            "summary": {"in_dist": 1.0, "at": {"2x": at_2x}},
         }
 
-    right, wrong = "1" * 64, "0" * 64
-    runs = [
-        result("rope", {"scratchpad": False}, right),
-        result("rope", {"scratchpad": True}, wrong),
-    ]
-    runs.append(result("alibi", {"scratchpad": True}, right))
+    runs = []
+    for seed in range(6):  # six seeds: the sign-flip test can reach p < 0.05
+        runs.append(result("rope", {"scratchpad": False}, 1.0, seed))
+        runs.append(result("rope", {"scratchpad": True}, 0.0, seed))
+        runs.append(result("alibi", {"scratchpad": True}, 1.0, seed))
     lines = "\n".join(significance_lines(runs, "parity"))
-    assert "alibi > rope (100.0 points" in lines and "scratchpad" not in lines
+    assert "alibi > rope (+100.0 points" in lines and "scratchpad" not in lines

@@ -248,7 +248,8 @@ def test_a_capped_run_is_marked_not_learned_and_left_out(tmp_path: Path) -> None
         "- 2 of 15 runs left out as not learned (1 ended below its training target, 1 below 95% "
         "in distribution on the test set); the extrapolation findings leave them out."
     )
-    assert "alibi 92.5%" in next(x for x in lines if x.startswith("- Press"))
+    press = next(x for x in lines if x.startswith("- Press"))
+    assert "at 2 seeds the interval" in press  # alibi's capped seed 1 is not among them
     # the per-run table, the CSV and the length table
     runs = summary_table(results).splitlines()
     assert runs[0].rstrip(" |").endswith("learned")

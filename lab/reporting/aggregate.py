@@ -115,7 +115,8 @@ def seed_values(runs: list[Result], label: str) -> dict[int, float]:
     each run in ``runs`` that has it."""
     values = {}
     for run in runs:
-        value = run["summary"]["in_dist"] if label == "in_dist" else run["summary"]["at"].get(label)
+        summary = run["summary"]
+        value = summary["in_dist"] if label == "in_dist" else summary.get("at", {}).get(label)
         if value is not None:
             values[run["seed"]] = value
     return values
@@ -171,6 +172,11 @@ def difference_words(c: Paired) -> str:
     )
 
 
+def oriented(a: str, b: str, c: Paired, p: float) -> tuple[str, str, Paired, float]:
+    """The comparison of ``a`` and ``b`` written with the larger scheme first."""
+    return (a, b, c, p) if c.mean >= 0 else (b, a, c.flipped(), p)
+
+
 def significance_lines(results: list[Result], task: str) -> list[str]:
     """One line per :data:`HEADLINE` multiple naming the scheme pairs of ``task`` whose paired
     difference over seeds is significant after Holm's correction over every comparison of the
@@ -181,15 +187,12 @@ def significance_lines(results: list[Result], task: str) -> list[str]:
     for label in HEADLINE:
         here = [row for row in rows if row[1] == label]
         found = [
-            f"{a if c.mean > 0 else b} > {b if c.mean > 0 else a} "
-            f"({difference_words(c)}, Holm p={p:.2g})"
-            for _, _, a, b, c, p in here
+            f"{x} > {y} ({difference_words(d)}, Holm p={p:.2g})"
+            for x, y, d, p in (oriented(a, b, c, p) for _, _, a, b, c, p in here)
             if p < ALPHA
         ]
         if not found and here:
-            _, _, a, b, c, p = max(here, key=lambda row: abs(row[4].mean))
-            if c.mean < 0:
-                a, b, c = b, a, c.flipped()
+            a, b, c, p = oriented(*max(here, key=lambda row: abs(row[4].mean))[2:])
             found = [
                 f"none significant after Holm over {len(family(results))} comparisons; "
                 f"largest {a} - {b} {difference_words(c)}, Holm p={p:.2g}"
