@@ -1,4 +1,4 @@
-"""Seed-level inference (lab.common.seed_stats): scipy and hand values on fixed inputs, the
+"""Seed-level inference (lab.stats.seed_stats): scipy and hand values on fixed inputs, the
 false-positive rate on simulated sweeps with no scheme effect, and power against the textbook
 noncentral-t calculation."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lab.common.seed_stats import (
+from lab.stats.seed_stats import (
     ALPHA,
     holm,
     paired,

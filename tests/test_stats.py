@@ -6,7 +6,7 @@ import math
 import pytest
 from scipy import stats
 
-from lab.common.stats import mcnemar_exact, t_interval, t_quantile_975
+from lab.stats.intervals import mcnemar_exact, t_interval, t_quantile_975
 
 
 @pytest.mark.parametrize(

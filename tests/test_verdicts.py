@@ -1,4 +1,4 @@
-"""Three-valued verdicts (lab.common.verdicts) on hand-built intervals: each kind gives each of
+"""Three-valued verdicts (lab.stats.verdicts) on hand-built intervals: each kind gives each of
 its three answers, the seeds an inconclusive verdict asks for decide it, and a finding agrees
 only when all its claims do."""
 
@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from lab.common.verdicts import (
+from lab.stats.verdicts import (
     AGREES,
     DISAGREES,
     INCONCLUSIVE,

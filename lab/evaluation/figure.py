@@ -10,9 +10,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from lab.common.files import atomic_writer
-from lab.common.stats import t_interval
 from lab.evaluation.labels import scheme_label
 from lab.evaluation.learned import is_learned
+from lab.stats.intervals import t_interval
 from model.position import available_schemes
 
 PANELS_PER_ROW = 4
@@ -36,7 +36,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     (:mod:`lab.evaluation.learned`).
 
     Error bars are the 95% Wilson interval for a single run and the 95% t-interval over seeds
-    (:func:`lab.common.stats.t_interval`, clipped to [0, 1]) for several. The training range is
+    (:func:`lab.stats.intervals.t_interval`, clipped to [0, 1]) for several. The training range is
     shaded, and a dashed line marks the longest training length.
     Unsupported lengths are left out, so a line stops where its scheme stops.
 

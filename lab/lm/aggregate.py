@@ -6,7 +6,7 @@ them by task and scheme label (:func:`lab.reporting.aggregate.groups`: one group
 evaluation-time option, one run per seed).
 
 - A cell is the mean perplexity over seeds with its 95% Student-t interval over seeds
-  (:func:`lab.common.stats.t_interval`) when there are two seeds or more, else the run's own 95%
+  (:func:`lab.stats.intervals.t_interval`) when there are two seeds or more, else the run's own 95%
   bootstrap interval over held-out windows (``perplexity_low``/``perplexity_high``).
 - Two schemes are compared at one length twice. Over seeds (two or more shared): the 95%
   t-interval of the per-seed differences in mean loss (nats/token), significant when it excludes
@@ -15,7 +15,7 @@ evaluation-time option, one run per seed).
   Wilcoxon signed-rank test (Wilcoxon 1945; :func:`scipy.stats.wilcoxon`) on the per-window mean
   losses gives a p-value per seed; significant when p < 0.05 in every seed and the difference
   points the same way in every seed, the rule of the synthetic tracks
-  (:attr:`lab.common.stats.Comparison.significant`).
+  (:attr:`lab.stats.intervals.Comparison.significant`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lab.common.stats import ALPHA, Interval, t_interval
+from lab.stats.intervals import ALPHA, Interval, t_interval
 
 Result = dict[str, Any]
 

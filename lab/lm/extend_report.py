@@ -17,8 +17,8 @@ tokens for every run, whatever its own training length). Every run scores the sa
 windows at a length (the LM evaluation's contract), so two runs pair window by window: the
 Wilcoxon signed-rank test on their per-window losses (:func:`wilcoxon_signed_rank`), per seed
 and pooled over seeds; across two or more seeds the difference must also point the same way in
-every seed to be called significant (as :attr:`lab.common.stats.Comparison.significant`), and
-the perplexity ratio gets a 95% t-interval over seeds (:func:`lab.common.stats.t_interval`).
+every seed to be called significant (as :attr:`lab.stats.intervals.Comparison.significant`), and
+the perplexity ratio gets a 95% t-interval over seeds (:func:`lab.stats.intervals.t_interval`).
 
 Findings against Peng et al. 2023 ("YaRN: Efficient Context Window Extension of Large Language
 Models", sec. 3 and table 1: NTK-aware, dynamic NTK and YaRN lower RoPE's perplexity past its
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
-from lab.common.stats import ALPHA, t_interval
 from lab.reporting.tables import format_table
+from lab.stats.intervals import ALPHA, t_interval
 
 Result = dict[str, Any]
 KINDS = ("as trained", "zero-shot", "fine-tuned", "from scratch")

@@ -3,7 +3,7 @@ comparisons between schemes over seeds (the seed is the unit of evidence).
 
 Every function takes the ``eval.json`` dicts of a sweep (see :data:`lab.evaluation.record.SCHEMA`)
 and groups them by (task, scheme); a cell is the mean over seeds with its 95% t-interval
-(:func:`lab.common.stats.t_interval`), shown in percent and clipped to 0..100 for display. The
+(:func:`lab.stats.intervals.t_interval`), shown in percent and clipped to 0..100 for display. The
 tables' means and the significance tests use the learned runs only (:mod:`lab.evaluation.learned`);
 :func:`left_out_line` says which runs were left out and why.
 """
@@ -15,12 +15,12 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from lab.common.seed_stats import ALPHA, Paired, holm, paired, seeds_for_half_width, share
-from lab.common.stats import t_interval
 from lab.evaluation.labels import ordered, run_label, scheme_label, task_options_label
 from lab.evaluation.learned import learned_only, not_learned_reason
 from lab.evaluation.record import length_row, pair_values
 from lab.reporting.tables import DASH, format_table
+from lab.stats.intervals import t_interval
+from lab.stats.seed_stats import ALPHA, Paired, holm, paired, seeds_for_half_width, share
 
 HEADLINE = ("1.25x", "1.5x", "2x", "4x")
 """Multiples of the longest training length in the headline table."""
@@ -126,7 +126,7 @@ def comparison(
     results: list[Result], task: str, a: str, b: str, label: str, alpha: float = ALPHA
 ) -> Paired | None:
     """Scheme ``a`` minus ``b`` on ``task`` at multiple ``label`` (or ``'in_dist'``), paired
-    by seed over the learned runs (:func:`lab.common.seed_stats.paired`: mean difference with
+    by seed over the learned runs (:func:`lab.stats.seed_stats.paired`: mean difference with
     its ``1 - alpha`` t-interval over seeds, paired t and sign-flip p-values); None without
     shared seeds."""
     grouped = groups(learned_only(results), task)
@@ -145,7 +145,7 @@ def comparable_pairs(results: list[Result], task: str) -> list[tuple[str, str]]:
 def family(results: list[Result]) -> list[tuple[str, str, str, str, Paired, float]]:
     """Every pairwise comparison the report makes, ``(task, multiple, a, b, paired, holm_p)``:
     each task's comparable pairs at each :data:`HEADLINE` multiple, with Holm's adjusted
-    p-value over the whole family (:func:`lab.common.seed_stats.holm`)."""
+    p-value over the whole family (:func:`lab.stats.seed_stats.holm`)."""
     rows = []
     for task in tasks(results):
         for label in HEADLINE:

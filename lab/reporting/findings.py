@@ -1,7 +1,7 @@
 """Findings against the literature, each a three-valued verdict decided by intervals over seeds.
 
 Every finding names the paper's claim and splits it into the claims the sweep measures, each
-an interval over seeds (:mod:`lab.common.verdicts`): a paired difference between two schemes
+an interval over seeds (:mod:`lab.stats.verdicts`): a paired difference between two schemes
 (:func:`lab.reporting.aggregate.comparison`) or one scheme's mean. With ``m`` claims in one
 finding, each interval is at level ``1 - 0.05 / m`` (Bonferroni), so the finding as a whole
 errs with probability at most 0.05. A claim agrees only when its interval lies beyond the
@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lab.common.seed_stats import ALPHA
-from lab.common.stats import t_interval
-from lab.common.verdicts import Claim, Verdict, combine, decide, words
 from lab.evaluation.learned import LEARNED, is_learned, is_marginal, left_out_count
 from lab.evaluation.record import pair_values
 from lab.reporting.aggregate import comparison, groups, seed_values
+from lab.stats.intervals import t_interval
+from lab.stats.seed_stats import ALPHA
+from lab.stats.verdicts import Claim, Verdict, combine, decide, words
 
 Result = dict[str, Any]
 FAILS = 0.10

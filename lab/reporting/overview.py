@@ -6,7 +6,7 @@ Shape of the document (every figure computed from the runs' ``eval.json`` dicts)
 1. per task, exact-match in distribution and at 1.25x, 1.5x, 2x and 4x the longest training
    length, mean over seeds with a 95% t-interval (:mod:`lab.reporting.aggregate`);
 2. the significantly different scheme pairs at those multiples, paired by seed
-   (:mod:`lab.common.seed_stats`), and the share of seeds at or above 50% per cell;
+   (:mod:`lab.stats.seed_stats`), and the share of seeds at or above 50% per cell;
 3. on ``svo``, the shortcut rules' accuracy on the same evaluation sequences
    (:mod:`data.shortcuts`);
 4. the findings against the literature (:mod:`lab.reporting.findings`);

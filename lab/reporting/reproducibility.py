@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
-from lab.common.seed_stats import ALPHA, paired
-from lab.common.verdicts import Claim, decide
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
 from lab.reporting.findings import decided
+from lab.stats.seed_stats import ALPHA, paired
+from lab.stats.verdicts import Claim, decide
 
 Result = dict[str, Any]
 WHERE = ("in_dist", *HEADLINE)
@@ -47,7 +47,7 @@ def identical(a: Result, b: Result) -> bool:
 def cell_shifts(a: list[Result], b: list[Result]) -> list[dict[str, Any]]:
     """Per (task, scheme, where): both means over the learned runs (as the report's tables,
     :mod:`lab.evaluation.learned`) and the machine's effect B - A paired by seed, with its 95%
-    t-interval over the seeds learned on both (:func:`lab.common.seed_stats.paired`) and a
+    t-interval over the seeds learned on both (:func:`lab.stats.seed_stats.paired`) and a
     three-valued verdict on "the machines agree within :data:`SAME_WITHIN`": ``agrees`` when
     the interval lies within +-SAME_WITHIN, ``disagrees`` when it lies wholly outside,
     ``inconclusive`` otherwise (a wide interval decides nothing, whatever its mean).

@@ -1,15 +1,15 @@
 r"""Three-valued verdicts decided by intervals over seeds, never by a point estimate.
 
 A claim from the literature becomes one or more :class:`Claim` objects, each about an
-interval over seeds: a paired difference between two schemes (:func:`lab.common.seed_stats.paired`)
-or one scheme's mean (:func:`lab.common.stats.t_interval`). Each claim has a stated practical
+interval over seeds: a paired difference between two schemes (:func:`lab.stats.seed_stats.paired`)
+or one scheme's mean (:func:`lab.stats.intervals.t_interval`). Each claim has a stated practical
 margin, and its verdict is:
 
 - ``agrees``: the interval lies wholly beyond the margin on the claimed side;
 - ``disagrees``: the interval excludes the claimed side (for "no worse than" claims: it shows a
   shortfall beyond the margin);
 - ``inconclusive``: anything else, with the interval and about how many seeds would decide it
-  at the observed spread (:func:`lab.common.seed_stats.seeds_for_half_width`).
+  at the observed spread (:func:`lab.stats.seed_stats.seeds_for_half_width`).
 
 The four kinds, with ``[lo, hi]`` the interval and ``m`` the margin (units of the figure):
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.common.seed_stats import ALPHA, seeds_for_half_width
+from lab.stats.seed_stats import ALPHA, seeds_for_half_width
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
 KINDS = ("greater", "no_worse", "at_most", "at_least", "within")

@@ -20,7 +20,7 @@ number per seed: exact-match in [0, 1], or a mean loss in nats/token):
 - :func:`paired_t_power` and :func:`seeds_for_half_width` plan seeds (a noncentral t,
   Cohen 1988, chapter 2; and the t-interval's half-width solved for n).
 
-Per-sequence tests (McNemar, Wilson intervals in :mod:`lab.common.stats`) describe one
+Per-sequence tests (McNemar, Wilson intervals in :mod:`lab.stats.intervals`) describe one
 checkpoint against another on one sample; they never decide a claim about schemes.
 """
 

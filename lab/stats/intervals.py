@@ -6,7 +6,7 @@
 - :func:`mcnemar_exact`: does *this* checkpoint differ from *that* one on *this* evaluation
   sample? A per-run question (the trained models are fixed, only the sequences vary); it never
   decides a claim about schemes, which is a claim across training runs
-  (:mod:`lab.common.seed_stats`).
+  (:mod:`lab.stats.seed_stats`).
 """
 
 from __future__ import annotations
