@@ -303,12 +303,23 @@ def test_other_programs_are_flags_of_sweep_py(capsys):
         ("out_dir=", "out_dir='' is invalid"),
         ("out_dir= ", "out_dir=' ' is invalid"),
         ("out_dir=configs/quick.yaml", "is a file, not a folder"),
+        ("out_dir=/", "out_dir='/' is the filesystem root"),
     ],
 )
-def test_bad_out_dir_is_one_line(override, message, capsys):
-    assert sweep.main(["--config", CONFIG, override]) == 2
+@pytest.mark.parametrize(
+    "program", [["--config", CONFIG], ["--extend-study", "configs/lm_extend.yaml"]]
+)
+def test_bad_out_dir_is_one_line(override, message, program, capsys, tmp_path, monkeypatch):
+    """Every entry point checks out_dir alike: an unset shell variable (``out_dir=``) or the
+    root never writes run folders or results anywhere (the extend study wrote into / and
+    replaced results.json in the current folder)."""
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(tmp_path)
+    argv = [program[0], str(root / program[1]), override.replace("configs/", f"{root}/configs/")]
+    assert sweep.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err
+    assert not list(tmp_path.iterdir())
 
 
 def test_sweep_file_with_a_yaml_syntax_error_is_one_line(tmp_path, capsys):

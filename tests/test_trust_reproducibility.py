@@ -123,6 +123,14 @@ def test_bad_compare_arguments_are_one_line_naming_the_file(sweeps, tmp_path, ca
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and message in err and "\n" not in err, (argv, err)
     assert not list(tmp_path.glob(".*.tmp*"))  # no half-written page left behind
+    twice = [sweeps[0][0], *sweeps[0]]  # one run listed twice would be pooled as two seeds
+    (tmp_path / "twice.json").write_text(json.dumps(twice))
+    assert sweep.main(["--compare", good, str(tmp_path / "twice.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {tmp_path / 'twice.json'} holds the run none-copy-seed0 twice; a run is one "
+        "seed, counted once"
+    )
     unlearned = copy.deepcopy(sweeps[0])
     for result in unlearned:
         result["summary"]["in_dist"] = 0.0

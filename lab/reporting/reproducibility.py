@@ -191,8 +191,8 @@ def read_results(path: Path) -> list[Result]:
     """A sweep's ``results.json``: the list of its ``eval.json`` dicts.
 
     Raises:
-        ValueError: the file cannot be read, is not JSON, holds no results or is not such a
-            list (one line naming it).
+        ValueError: the file cannot be read, is not JSON, holds no results, is not such a
+            list, or holds one run (scheme, task, seed) twice (one line naming it).
     """
     try:
         results = json.loads(path.read_text())
@@ -211,6 +211,15 @@ def read_results(path: Path) -> list[Result]:
         raise ValueError(f"{path} is not a sweep's results.json (a list of eval.json results)")
     if not results:
         raise ValueError(f"{path} holds no results (an empty list); give a finished sweep's")
+    seen: set[tuple[str, str, int]] = set()
+    for result in results:
+        key = run_key(result)
+        if key in seen:
+            raise ValueError(
+                f"{path} holds the run {key[0]}-{key[1]}-seed{key[2]} twice; a run is one seed, "
+                "counted once"
+            )
+        seen.add(key)
     return results
 
 

@@ -47,7 +47,7 @@ from lab.common.config import (
     load_yaml,
     with_overrides,
 )
-from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.files import check_not_folders, linked_below, out_dir_problem, writable_folder
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
@@ -120,12 +120,9 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     in_file = dict(sweep.grid)
     for item in overrides:
         _apply_override(sweep, item)
-    if not sweep.out_dir.strip():
-        raise ConfigError(
-            f"out_dir={sweep.out_dir!r} is invalid; give a folder, e.g. out_dir=runs/x"
-        )
-    if Path(sweep.out_dir).exists() and not Path(sweep.out_dir).is_dir():
-        raise ConfigError(f"out_dir={sweep.out_dir!r} is a file, not a folder; give a folder")
+    problem = out_dir_problem(sweep.out_dir)
+    if problem:
+        raise ConfigError(problem)
     sweep.grid = {key: expand_all(key, values) for key, values in sweep.grid.items()}
     for item in [*sweep.base, *sweep.command_line]:
         key, _, value = item.partition("=")
