@@ -170,6 +170,10 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "final_loss": (lambda v: isinstance(v, float) or _is_int(v), "a number"),
     "eval": (lambda v: isinstance(v, dict), "a dict"),
     "reached_target": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
+    "target_streak": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "a whole number >= 0",
+    ),
     "eval_pending": (lambda v: isinstance(v, bool), "true or false"),
     "history": (
         lambda v: isinstance(v, list) and all(isinstance(h, dict) for h in v),
