@@ -182,7 +182,8 @@ def significance_lines(results: list[Result], task: str) -> list[str]:
     difference over seeds is significant after Holm's correction over every comparison of the
     report (:func:`family`: both the paired t and the sign-flip test reject), learned runs
     only; otherwise the largest difference with its interval."""
-    rows = [row for row in family(results) if row[0] == task]
+    every = family(results)
+    rows = [row for row in every if row[0] == task]
     lines = []
     for label in HEADLINE:
         here = [row for row in rows if row[1] == label]
@@ -194,7 +195,7 @@ def significance_lines(results: list[Result], task: str) -> list[str]:
         if not found and here:
             a, b, c, p = oriented(*max(here, key=lambda row: abs(row[4].mean))[2:])
             found = [
-                f"none significant after Holm over {len(family(results))} comparisons; "
+                f"none significant after Holm over {len(every)} comparisons; "
                 f"largest {a} - {b} {difference_words(c)}, Holm p={p:.2g}"
             ]
         lines.append(f"- {task} at {label}: " + ("; ".join(found) or "no pair to compare"))
