@@ -383,7 +383,7 @@ def test_a_checkpoint_field_of_the_wrong_type_is_one_line(tmp_path, field, value
 
 def test_every_field_the_trainer_writes_has_a_type_check():
     written = "model optimizer scheduler step rng rank_rng config finished final_loss eval history"
-    written += " reached_target eval_pending"  # (the list had missed these two)
+    written += " reached_target target_streak eval_pending"
     assert set(written.split()) == set(FIELDS)
 
 
