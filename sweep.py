@@ -26,6 +26,7 @@ import torch
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
 from lab.common.signals import run_program
+from lab.common.smoke import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
 from lab.sweeps.local import parallel_runs, run_all
 from lab.sweeps.summary import report
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    if args.quick:
-        print("--quick is a smoke test: short training, small evaluation sets; draw no conclusions")
+    if sweep.smoke:
+        print(f"{SMOKE_NOTE.replace('**', '')} Draw no conclusions from it.")
     if args.launcher != "local":
         workers = len(specs)  # one job each
         records, signum = submit_all(specs, executor, cluster)
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 128 + signum
     seconds = time.perf_counter() - started
-    return report(records, Path(sweep.out_dir), seconds, workers)
+    return report(records, Path(sweep.out_dir), seconds, workers, smoke=sweep.smoke)
 
 
 def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:

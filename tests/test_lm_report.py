@@ -404,6 +404,6 @@ def test_a_sweep_of_lm_runs_prints_their_table_and_writes_no_synthetic_file(
     ]
     assert report(records, tmp_path, 60.0) == 0
     out = capsys.readouterr().out
-    assert "| alibi-text-seed1 " in out and "| 16x " in out
+    assert "| alibi-text-seed1 " in out and "| perplexity 16x " in out
     names = {p.name for p in tmp_path.iterdir()}
     assert names == {*REPORT_NAMES_LM, "sweep.json"}

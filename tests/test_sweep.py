@@ -542,3 +542,29 @@ def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, caps
     assert "0 run(s) trained, 1 only re-evaluated, 1 skipped" in captured.out
     assert f"{path}: evaluated on {other['device']} in {other['dtype']}" in captured.err
     assert torch.device(json.loads(path.read_text())["device"]).type == here
+
+
+def test_a_smoke_sweep_reports_tables_and_no_verdict(finished, capsys, tmp_path):
+    """configs/quick.yaml once printed "NoPE learns order: disagrees" from undertrained runs."""
+    out_dir, _ = finished
+    result = json.loads((out_dir / "none-copy-seed0" / "eval.json").read_text())
+    records = [{"name": "none-copy-seed0", "status": "skipped", "error": None, "result": result}]
+    assert sweep.report(records, tmp_path, 1.0, smoke=True) == 0
+    printed = capsys.readouterr().out
+    assert "Smoke test (`smoke: true` in its sweep file)" in printed
+    assert "Findings at" not in printed and "agrees" not in printed
+    report = (tmp_path / "report.md").read_text()
+    assert "**Smoke test**" in report and "exact-match at multiples" in report
+    for absent in ("Findings against the literature", "Significant", "Paired differences"):
+        assert absent not in report
+    assert json.loads((tmp_path / "sweep.json").read_text())["smoke"] is True
+    for name in ("quick.yaml", "lm_quick.yaml", "suite_quick.yaml"):
+        assert load_sweep(Path("configs") / name).smoke, name
+    assert not load_sweep(Path("configs") / "ablation.yaml").smoke
+
+
+def test_smoke_must_be_a_boolean(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("smoke: yes please\ngrid: {seed: [0]}\n")
+    with pytest.raises(ConfigError, match="smoke must be true or false; got 'yes please'"):
+        load_sweep(bad)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
+from lab.common.smoke import SMOKE_NOTE
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.lm import figures
 from lab.lm.aggregate import Cell, cell, length_labels, length_row, paired, ratio
@@ -135,7 +136,7 @@ def paired_table(results: list[Result], task: str) -> str:
 
 def lm_summary_table(results: list[Result], out_dir: str | Path | None = None) -> str:
     """One row per LM run: run, scheme, task, seed, training steps and its perplexity at every
-    evaluation length (``n/a`` where it cannot encode it)."""
+    evaluation length (columns ``perplexity LENGTH``; ``n/a`` where it cannot encode it)."""
     labels = length_labels(results)
     rows = []
     for r in ordered(results):
@@ -147,7 +148,8 @@ def lm_summary_table(results: list[Result], out_dir: str | Path | None = None) -
         steps = DASH if r.get("train_steps") is None else str(r["train_steps"])
         rows.append([run_label(r, out_dir), scheme_label(r), r["task"], str(r["seed"]), steps])
         rows[-1] += cells
-    return format_table(["run", "scheme", "task", "seed", "steps", *labels], rows)
+    units = [f"perplexity {label}" for label in labels]
+    return format_table(["run", "scheme", "task", "seed", "steps", *units], rows)
 
 
 def corpus_lines(results: list[Result]) -> list[str]:
@@ -180,11 +182,12 @@ EXPLAINED = (
 )
 
 
-def task_section(results: list[Result], task: str) -> list[str]:
-    """The lines of one task: perplexity table, ratio table, paired tests and findings."""
+def task_section(results: list[Result], task: str, smoke: bool = False) -> list[str]:
+    """The lines of one task: perplexity table, ratio table, paired tests and findings (for a
+    ``smoke`` sweep the tables alone)."""
     runs = [r for r in results if r["task"] == task]
     train = max(r["train_lengths"][1] for r in runs)
-    return [
+    tables = [
         f"## {task}: perplexity at multiples of the training length ({train} tokens)",
         "",
         perplexity_table(runs, task),
@@ -193,6 +196,11 @@ def task_section(results: list[Result], task: str) -> list[str]:
         "",
         ratio_table(runs, task),
         "",
+    ]
+    if smoke:
+        return tables
+    return [
+        *tables,
         f"### {task}: paired tests between schemes",
         "",
         paired_table(runs, task),
@@ -204,27 +212,34 @@ def task_section(results: list[Result], task: str) -> list[str]:
     ]
 
 
-def lm_markdown(results: list[Result], out_dir: str | Path | None = None) -> str:
+def lm_markdown(
+    results: list[Result], out_dir: str | Path | None = None, smoke: bool = False
+) -> str:
     """``lm_report.md``: corpus and settings, per task the tables and findings, the figures and
-    one row per run."""
+    one row per run; a ``smoke`` report has :data:`lab.common.smoke.SMOKE_NOTE` instead of
+    tests and findings."""
     results = ordered(results)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in results}))
     lines = ["# Language-model report", "", f"{len(results)} run(s), seed(s) {seeds}.", ""]
+    lines += [SMOKE_NOTE, ""] if smoke else []
     lines += [*corpus_lines(results), "", EXPLAINED, ""]
     for task in tasks(results):
-        lines += task_section(results, task)
+        lines += task_section(results, task, smoke)
     lines += ["![perplexity against evaluation length](perplexity_vs_length.png)", ""]
     lines += ["![mean loss against token position](loss_vs_position.png)", ""]
     lines += ["## Runs", "", lm_summary_table(results, out_dir), ""]
     return "\n".join(lines)
 
 
-def write_lm_reports(results: list[Result], out_dir: str | Path) -> dict[str, Path]:
+def write_lm_reports(
+    results: list[Result], out_dir: str | Path, smoke: bool = False
+) -> dict[str, Path]:
     """Write the LM report files (:data:`LM_REPORT_NAMES`) of ``results`` into ``out_dir``.
 
     Args:
         results: LM ``eval.json`` dicts (``kind == "lm"``), at least one.
         out_dir: destination folder (created if needed).
+        smoke: a smoke sweep's runs (:func:`lm_markdown`).
 
     Returns:
         ``{"lm_csv", "lm_json", "lm_markdown", "perplexity_plot", "position_plot"}`` -> path.
@@ -240,7 +255,7 @@ def write_lm_reports(results: list[Result], out_dir: str | Path) -> dict[str, Pa
     check_not_folders(out, LM_REPORT_NAMES)
     out.mkdir(parents=True, exist_ok=True)
     results = ordered(results)
-    markdown = lm_markdown(results, out)  # first: the paired tests check the windows
+    markdown = lm_markdown(results, out, smoke)  # first: the paired tests check the windows
     paths = {key: out / name for key, name in zip(KEYS, LM_REPORT_NAMES[:3], strict=True)}
     with atomic_writer(paths["lm_csv"], "w") as file:
         writer = csv.DictWriter(file, fieldnames=LM_CSV_COLUMNS)

@@ -26,6 +26,7 @@ from typing import Any
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
 from data.streams import evaluation_set
 from lab.common.config import config_from_dict
+from lab.common.smoke import SMOKE_NOTE
 from lab.diagnostics.report import diagnostics_section
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
@@ -93,17 +94,22 @@ def shortcut_line(results: list[Result]) -> str | None:
     )
 
 
-def answer(results: list[Result], heading: Callable[[str], list[str]]) -> list[str]:
+def answer(
+    results: list[Result], heading: Callable[[str], list[str]], smoke: bool = False
+) -> list[str]:
     """The ablation's answer as Markdown lines: per task the headline table, then the
     significant differences, the shortcut baselines and the findings against the literature,
-    each under the lines ``heading(title)`` (``report.md`` and the README style them apart)."""
-    lines = []
+    each under the lines ``heading(title)`` (``report.md`` and the README style them apart);
+    for a ``smoke`` sweep the tables and :data:`lab.common.smoke.SMOKE_NOTE`, no tests."""
+    lines = [SMOKE_NOTE, ""] if smoke else []
     for task in tasks(results):
         lines += heading(f"{task}: exact-match at multiples of the longest training length")
         lines += [headline_table(results, task), ""]
     left_out = left_out_line(results)
     if left_out:
         lines += [left_out, ""]
+    if smoke:
+        return lines
     lines += heading("Significant differences between schemes (seed level, Holm)")
     for task in tasks(results):
         lines += significance_lines(results, task)
@@ -151,15 +157,20 @@ def passkey_section(results: list[Result]) -> list[str]:
     ]
 
 
-def markdown_report(results: list[Result], out_dir: str | Path | None = None) -> str:
-    """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order)."""
-    lines = ["# Evaluation report", "", *answer(results, lambda title: [f"## {title}", ""])]
+def markdown_report(
+    results: list[Result], out_dir: str | Path | None = None, smoke: bool = False
+) -> str:
+    """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order); a
+    ``smoke`` report has :data:`lab.common.smoke.SMOKE_NOTE` instead of tests and findings."""
+    lines = ["# Evaluation report", ""]
+    lines += answer(results, lambda title: [f"## {title}", ""], smoke)
     for task in tasks(results):
         lines += [f"## {task}: exact-match by length", "", lengths_table(results, task), ""]
         pairs = lengths_table(results, task, "pair_accuracy")
         lines += [f"## {task}: minimal pairs with both members right, by length", "", pairs, ""]
-    lines += ["## Paired differences over seeds", "", DIFFERENCES_NOTE, ""]
-    lines += [differences_table(results), ""]
+    if not smoke:
+        lines += ["## Paired differences over seeds", "", DIFFERENCES_NOTE, ""]
+        lines += [differences_table(results), ""]
     lines += passkey_section(results)
     lines += diagnostics_section(results)
     lines += ["## Runs", "", summary_table(results, out_dir), ""]

@@ -35,7 +35,9 @@ REPORT_NAMES = (
 holds a passkey grid, the attention figure only when a run holds diagnostics)."""
 
 
-def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+def write_reports(
+    results: list[dict[str, Any]], out_dir: str | Path, smoke: bool = False
+) -> dict[str, Path]:
     """Write the synthetic runs' ``results.csv``, ``results.json``, ``report.md`` and figures,
     and hand the language-model runs (``kind == "lm"``) to
     :func:`lab.lm.report.write_lm_reports`; a kind with no runs writes no files.
@@ -44,6 +46,8 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
         results: ``eval.json`` dicts (from :func:`lab.evaluation.evaluate.evaluate_run`), at least
         one.
         out_dir: destination folder (created if needed).
+        smoke: the runs are a smoke test (:mod:`lab.common.smoke`): the reports carry its note
+            instead of significance tests and findings.
 
     Returns:
         ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path
@@ -57,11 +61,13 @@ def write_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[st
     check_not_folders(Path(out_dir), REPORT_NAMES + LM_REPORT_NAMES)
     synthetic = [r for r in results if r.get("kind") != "lm"]
     lm = [r for r in results if r.get("kind") == "lm"]
-    paths = write_synthetic_reports(synthetic, out_dir) if synthetic else {}
-    return paths | (write_lm_reports(lm, out_dir) if lm else {})
+    paths = write_synthetic_reports(synthetic, out_dir, smoke) if synthetic else {}
+    return paths | (write_lm_reports(lm, out_dir, smoke) if lm else {})
 
 
-def write_synthetic_reports(results: list[dict[str, Any]], out_dir: str | Path) -> dict[str, Path]:
+def write_synthetic_reports(
+    results: list[dict[str, Any]], out_dir: str | Path, smoke: bool = False
+) -> dict[str, Path]:
     """Write :data:`REPORT_NAMES` for synthetic ``eval.json`` dicts (:func:`write_reports`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,5 +99,5 @@ def write_synthetic_reports(results: list[dict[str, Any]], out_dir: str | Path) 
         paths["attention"] = sweep_figures.save(
             attention_figure(diagnosed(results)), out / ATTENTION_FIGURE
         )
-    atomic_write(paths["markdown"], markdown_report(results, out))
+    atomic_write(paths["markdown"], markdown_report(results, out, smoke))
     return paths

@@ -10,11 +10,15 @@ from pathlib import Path
 
 from lab.common.files import atomic_write
 from lab.common.machine import describe, machine_info
+from lab.common.smoke import SMOKE_NOTE
 
 
-def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1) -> int:
+def report(
+    records: list[dict], out_dir: Path, seconds: float, workers: int = 1, smoke: bool = False
+) -> int:
     """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
-    table, the "where it fails" lines and where everything is.
+    table, the "where it fails" lines, which findings it could decide (none for a ``smoke``
+    sweep: :data:`lab.common.smoke.SMOKE_NOTE` instead) and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
@@ -26,7 +30,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     from lab.reporting.tables import summary_table
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
-    paths, unwritten = _write(records, results, out_dir, seconds, workers)
+    paths, unwritten = _write(records, results, out_dir, seconds, workers, smoke)
     synthetic = [r for r in results if r.get("kind") != "lm"]
     lm = [r for r in results if r.get("kind") == "lm"]
     print()
@@ -35,7 +39,7 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
     if diagnosed(synthetic):
         print("\nWhere it fails (docs/diagnostics.md):", *where_it_fails_lines(synthetic), sep="\n")
     if synthetic:
-        print(f"\n{decided_line(synthetic)}")
+        print(f"\n{SMOKE_NOTE.replace('**', '') if smoke else decided_line(synthetic)}")
     if lm:
         print(lm_summary_table(lm, out_dir))
     failed = _print_counts(records, seconds)
@@ -52,7 +56,12 @@ def report(records: list[dict], out_dir: Path, seconds: float, workers: int = 1)
 
 
 def _write(
-    records: list[dict], results: list[dict], out_dir: Path, seconds: float, workers: int
+    records: list[dict],
+    results: list[dict],
+    out_dir: Path,
+    seconds: float,
+    workers: int,
+    smoke: bool,
 ) -> tuple[dict[str, Path], str | None]:
     """Write the report files, ``sweep.json`` and the TensorBoard mean runs of ``results`` (of
     the synthetic runs: a language-model run's curves are in its own folder).
@@ -66,12 +75,12 @@ def _write(
 
     paths, unwritten = {}, None
     try:
-        paths = write_reports(results, out_dir) if results else {}
+        paths = write_reports(results, out_dir, smoke) if results else {}
     except (OSError, ValueError) as error:
         unwritten = f"error: the report was not written: {error}"
     synthetic = [r for r in results if r.get("kind") != "lm"]
     if results and not unwritten:
-        paths["timing"] = write_timing(records, out_dir, seconds, workers)
+        paths["timing"] = write_timing(records, out_dir, seconds, workers, smoke)
     if synthetic and not unwritten:
         try:
             paths["tensorboard_means"] = write_sweep_tensorboard(synthetic, out_dir)
@@ -105,8 +114,11 @@ def _print_counts(records: list[dict], seconds: float) -> bool:
     return bool(failed or stopped)
 
 
-def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: int) -> Path:
-    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, and the machine."""
+def write_timing(
+    records: list[dict], out_dir: Path, seconds: float, workers: int, smoke: bool = False
+) -> Path:
+    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, the machine, and
+    ``"smoke": true`` for a smoke sweep."""
     info = machine_info()
     timing = {
         "seconds": round(seconds, 1),
@@ -115,4 +127,6 @@ def write_timing(records: list[dict], out_dir: Path, seconds: float, workers: in
         "machine": describe(info),
         "machine_info": info,
     }
+    if smoke:
+        timing["smoke"] = True
     return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")

@@ -53,7 +53,7 @@ from model import ModelConfig
 from model.layout import named_schemes
 from model.position import available_schemes, scheme_class
 
-SWEEP_KEYS = ("out_dir", "base", "grid", "when")
+SWEEP_KEYS = ("out_dir", "base", "grid", "when", "smoke")
 
 
 @dataclass
@@ -67,6 +67,8 @@ class Sweep:
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
         command_line: single-value ``key=value`` overrides from the command line; they are
             applied after ``base`` and ``when``, so a value the user typed always wins.
+        smoke: the file says ``smoke: true``: a pipeline check whose reports carry
+            :data:`lab.common.smoke.SMOKE_NOTE` instead of significance tests and findings.
     """
 
     out_dir: str
@@ -74,6 +76,7 @@ class Sweep:
     grid: dict[str, list[Any]]
     when: dict[str, list[str]]
     command_line: list[str] = field(default_factory=list)
+    smoke: bool = False
 
 
 @dataclass
@@ -177,7 +180,10 @@ def _read_sweep_file(path: Path) -> Sweep:
         base.remove(item)
         key, _, value = item.partition("=")
         grid.setdefault(key, [value])
-    return Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when)
+    smoke = raw.get("smoke", False)
+    if not isinstance(smoke, bool):
+        raise ConfigError(f"sweep file {str(path)!r}: smoke must be true or false; got {smoke!r}")
+    return Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when, smoke=smoke)
 
 
 def _apply_override(sweep: Sweep, item: str) -> None:
