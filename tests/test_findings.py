@@ -3,7 +3,7 @@
 import pytest
 
 from lab.reporting.aggregate import cell, comparison, headline_table, significance_lines
-from lab.reporting.findings import haviv, press, ruoss
+from lab.reporting.findings import haviv, kazemnejad_order, press, ruoss
 
 GRID = [4, 8, 12, 16]
 MULTIPLES = {"1.1x": 18, "1.25x": 20, "1.5x": 24, "2x": 32, "3x": 48, "4x": 64}
@@ -86,6 +86,20 @@ def test_haviv_reads_nope_in_distribution() -> None:
     low = [run("none", s, 0, in_dist=0.5) for s in range(3)]
     found = haviv(low, low)
     assert found.word == "disagrees" and "50.0%" in found.text
+
+
+def test_a_run_not_learned_within_budget_is_no_evidence_against_learning() -> None:
+    runs = [run("none", s, 0, in_dist=1.0) for s in range(2)] + [run("none", 2, 0, in_dist=0.2)]
+    found = haviv(runs, runs[:2])  # the third run hit its step budget at 20%
+    assert found.word == "inconclusive"
+    assert "1 of 3 runs not learned within budget (inconclusive, not a failure)" in found.text
+    assert "20.0" not in found.text  # its exact-match enters nothing
+    svo = [run("none", s, 0, task="svo") for s in range(3)]
+    for r in svo:
+        r["lengths"] = [{**row, "pair_accuracy": 1.0} for row in r["lengths"]]
+    assert kazemnejad_order(svo, svo).word == "agrees"
+    assert kazemnejad_order(svo, svo[:1]).word == "inconclusive"
+    assert haviv(runs, []).word == "inconclusive"  # none learned: nothing measured against
 
 
 def test_seed_cells_and_significance_lines() -> None:

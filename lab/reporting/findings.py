@@ -9,8 +9,10 @@ practical margin (:data:`MARGIN`, or the stated threshold) on the claimed side; 
 agrees when all its claims agree, disagrees when any disagrees, and is otherwise inconclusive,
 with the seeds that would decide it. No verdict depends on a point estimate crossing a bar.
 
-Runs that did not learn their task (:mod:`lab.evaluation.learned`) are left out of the
-findings on extrapolation; the findings on learning itself read every run. Since the rule
+Runs that did not learn their task (:mod:`lab.evaluation.learned`) are left out of every
+finding: on extrapolation they measure nothing, and on learning itself a run stopped by its
+step budget is inconclusive (more steps might learn), so a finding with such a run says so and
+is at best inconclusive, never "disagrees" on its evidence. Since the rule
 "learned" is a bar too, :func:`sensitivity` re-decides every finding with the runs near the
 bar (:func:`lab.evaluation.learned.is_marginal`) moved across it, and says what changes.
 
@@ -36,7 +38,7 @@ from lab.evaluation.record import pair_values
 from lab.reporting.aggregate import comparison, groups, seed_values
 from lab.stats.intervals import t_interval
 from lab.stats.seed_stats import ALPHA
-from lab.stats.verdicts import Claim, Verdict, combine, decide, words
+from lab.stats.verdicts import INCONCLUSIVE, Claim, Verdict, combine, decide, words
 
 Result = dict[str, Any]
 FAILS = 0.10
@@ -118,19 +120,48 @@ def ruoss(results: list[Result], learned: list[Result]) -> Finding:
 ORDER = "Kazemnejad et al. 2023 (causal NoPE learns order)"
 
 
+def _not_learned_part(results: list[Result], learned: list[Result], task: str):
+    """The claim part that a learnability finding adds when some ``none`` runs on ``task`` did
+    not learn within their budget: inconclusive (more steps might learn), never evidence
+    against; None when every run learned."""
+    runs = groups(results, task).get("none", [])
+    missing = len(runs) - len(groups(learned, task).get("none", []))
+    if missing == 0:
+        return None
+    text = f"{missing} of {len(runs)} runs not learned within budget (inconclusive, not a failure)"
+    return Verdict(INCONCLUSIVE, None, None, len(runs)), text
+
+
+def _learnability(
+    title: str, results: list[Result], learned: list[Result], task: str, parts_of
+) -> Finding:
+    """A finding on whether NoPE learns ``task``, from its learned runs: ``parts_of(runs)``
+    gives the claim parts (None when a run lacks a figure), then the not-learned part."""
+    runs = groups(learned, task).get("none", [])
+    extra = _not_learned_part(results, learned, task)
+    parts = parts_of(runs) if runs else []
+    if not groups(results, task).get("none") or parts is None:
+        return _not_measured(title, f"{task} runs of none")
+    claim = f"{task} in distribution, claim: >= {100 * LEARNED:.0f}%"
+    return _finding(title, [*parts, *([extra] if extra else [])], claim)
+
+
 def kazemnejad_order(results: list[Result], learned: list[Result]) -> Finding:
-    """Causal NoPE on ``svo`` in distribution, every run: exact-match and minimal pairs."""
-    runs = groups(results, "svo").get("none", [])
-    exact = [r["summary"]["in_dist"] for r in runs]
-    pairs = pair_values(runs, "in_dist")
-    if not runs or None in exact or None in pairs:
-        return _not_measured(ORDER, "svo runs of none")
-    claim = Claim("at_least", LEARNED)
-    parts = [
-        _mean_claim(exact, "exact-match", claim, 2),
-        _mean_claim(pairs, "minimal pairs both right (order-blind: 0%)", claim, 2),
-    ]
-    return _finding(ORDER, parts, f"svo in distribution, claim: >= {100 * LEARNED:.0f}%")
+    """Causal NoPE on ``svo`` in distribution, its learned runs: exact-match and minimal pairs
+    (a run not learned within budget makes the finding inconclusive, :func:`_learnability`)."""
+
+    def parts(runs: list[Result]):
+        exact = [r["summary"]["in_dist"] for r in runs]
+        pairs = pair_values(runs, "in_dist")
+        if None in exact or None in pairs:
+            return None
+        claim = Claim("at_least", LEARNED)
+        return [
+            _mean_claim(exact, "exact-match", claim, 2),
+            _mean_claim(pairs, "minimal pairs both right (order-blind: 0%)", claim, 2),
+        ]
+
+    return _learnability(ORDER, results, learned, "svo", parts)
 
 
 NOPE = "Kazemnejad et al. 2023 (NoPE extrapolates at least as well as RoPE and ALiBi)"
@@ -156,12 +187,16 @@ HAVIV = "Haviv et al. 2022 (causal models learn positions without encodings)"
 
 
 def haviv(results: list[Result], learned: list[Result]) -> Finding:
-    """Causal NoPE learns ``copy`` (a task that needs every symbol's position), every run."""
-    exact = [r["summary"]["in_dist"] for r in groups(results, "copy").get("none", [])]
-    if not exact or None in exact:
-        return _not_measured(HAVIV, "copy runs of none")
-    part = _mean_claim(exact, "NoPE exact-match", Claim("at_least", LEARNED), 1)
-    return _finding(HAVIV, [part], f"copy in distribution, claim: >= {100 * LEARNED:.0f}%")
+    """Causal NoPE learns ``copy`` (a task that needs every symbol's position), its learned
+    runs (a run not learned within budget makes the finding inconclusive)."""
+
+    def parts(runs: list[Result]):
+        exact = [r["summary"]["in_dist"] for r in runs]
+        if None in exact:
+            return None
+        return [_mean_claim(exact, "NoPE exact-match", Claim("at_least", LEARNED), 1)]
+
+    return _learnability(HAVIV, results, learned, "copy", parts)
 
 
 FINDINGS: tuple[Callable[[list[Result], list[Result]], Finding], ...] = (
