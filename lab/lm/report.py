@@ -16,6 +16,7 @@ from typing import Any
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
 from lab.common.smoke import SMOKE_NOTE
 from lab.evaluation.labels import ordered, run_label, scheme_label
+from lab.evaluation.size import parameters_cell
 from lab.lm import figures
 from lab.lm.aggregate import Cell, cell, length_labels, length_row, paired, ratio
 from lab.lm.findings import lm_findings
@@ -76,14 +77,16 @@ def ppl_cell(value: Cell) -> str:
 
 
 def perplexity_table(results: list[Result], task: str) -> str:
-    """Per scheme: the seeds, and the perplexity at every evaluation length (mean over seeds
-    with its 95% interval, :func:`lab.lm.aggregate.cell`)."""
+    """Per scheme: its trainable parameters (:func:`lab.evaluation.size.parameters_cell`), the
+    seeds, and the perplexity at every evaluation length (mean over seeds with its 95%
+    interval, :func:`lab.lm.aggregate.cell`)."""
     labels = length_labels(results)
     rows = [
-        [scheme, str(len(runs)), *(ppl_cell(cell(runs, label)) for label in labels)]
+        [scheme, parameters_cell(runs), str(len(runs))]
+        + [ppl_cell(cell(runs, label)) for label in labels]
         for scheme, runs in groups(results, task).items()
     ]
-    return format_table(["scheme", "seeds", *labels], rows)
+    return format_table(["scheme", "parameters", "seeds", *labels], rows)
 
 
 def ratio_table(results: list[Result], task: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from lab.evaluation.labels import ordered, run_label, scheme_label, task_options_label
 from lab.evaluation.learned import learned_only, not_learned_reason
 from lab.evaluation.record import length_row, pair_values
+from lab.evaluation.size import parameters_cell
 from lab.reporting.tables import DASH, format_table
 from lab.stats.intervals import t_interval
 from lab.stats.seed_stats import ALPHA, Paired, holm, paired, seeds_for_half_width, share
@@ -74,20 +75,22 @@ def left_out_line(results: list[Result], out_dir: str | Path | None = None) -> s
 def headline_table(results: list[Result], task: str) -> str:
     """Per scheme: exact-match in distribution and at :data:`HEADLINE` multiples, and pair
     accuracy in distribution and at 2x; mean over the learned seeds with a 95% t-interval.
-    ``seeds`` counts the learned runs, and ``not learned`` the others (left out)."""
+    ``parameters`` is the scheme's trainable parameter count
+    (:func:`lab.evaluation.size.parameters_cell`), ``seeds`` counts the learned runs, and
+    ``not learned`` the others (left out)."""
     rows = []
     for scheme, every in groups(results, task).items():
         runs = learned_only(every)
         summaries = [r["summary"] for r in runs]
         blind = {r["order"]["order_blind"] for r in runs} or {None}
         rows.append(
-            [scheme, str(len(runs)), str(len(every) - len(runs))]
+            [scheme, parameters_cell(every), str(len(runs)), str(len(every) - len(runs))]
             + [cell([s["in_dist"] for s in summaries])]
             + [cell([s["at"].get(label) for s in summaries]) for label in HEADLINE]
             + [cell(pair_values(runs, "in_dist")), cell(pair_values(runs, "2x"))]
             + [DASH if None in blind else ("yes" if blind == {True} else "no")]
         )
-    headers = ["scheme", "seeds", "not learned", "in-distribution", *HEADLINE]
+    headers = ["scheme", "parameters", "seeds", "not learned", "in-distribution", *HEADLINE]
     headers += ["pairs in-dist", "pairs 2x", "order-blind"]
     return format_table(headers, rows)
 
