@@ -85,8 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     if sweep.smoke:
         print(f"{SMOKE_NOTE.replace('**', '')} Draw no conclusions from it.")
     if args.launcher != "local":
-        workers = len(specs)  # one job each
-        records, signum = submit_all(specs, executor, cluster)
+        workers = len(specs)  # one job each; submitit's local executor: one per worker slot
+        at_once = None
+        if args.launcher == "submitit-local":  # each job runs --slurm.cpus threads
+            slots = max(1, (os.cpu_count() or 1) // cluster.cpus)
+            at_once = workers = parallel_runs(len(specs), args.workers or slots, 0, 0, slots)
+        records, signum = submit_all(specs, executor, cluster, at_once)
         if signum is not None:  # the jobs go on; submit_all said so
             return 128 + signum
     else:
@@ -169,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["local", *CLUSTERS],
         default="local",
         help="local: worker processes here (default); slurm: one SLURM job per run "
-        "(submitit); submitit-local: the slurm path with jobs as local processes",
+        "(submitit); submitit-local: the slurm path with jobs as local processes, at most "
+        "--workers at a time (default: cores / --slurm.cpus)",
     )
     _slurm_arguments(parser)
     parser.add_argument(

@@ -14,6 +14,7 @@ import pytest
 import lab.training.trainer
 import sweep
 from lab.common.checkpoint import load_checkpoint
+from lab.sweeps import cluster
 from lab.sweeps.cluster import job_record, run_job
 from lab.sweeps.sweep import RunSpec
 from tests.conftest import TINY_RUN
@@ -123,3 +124,40 @@ def test_slurms_time_limit_warning_stops_training_with_a_checkpoint(
     assert (record["status"], record["signal"]) == ("interrupted", signal.SIGTERM)
     assert load_checkpoint(tmp_path)["step"] == 4  # the step under way finished and was saved
     assert signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL  # the handler is given back
+
+
+class LocalExecutor:
+    """submitit's local executor as submit_in_turn sees it: every job it is given starts at
+    once; a job finishes after it has been polled ``lifetime`` times."""
+
+    cluster = "local"
+
+    def __init__(self, lifetime: int = 3) -> None:
+        self.lifetime, self.jobs, self.most = lifetime, [], 0
+
+    def submit(self, fn, spec, *args):
+        executor = self
+
+        class Job:
+            job_id = str(len(self.jobs))
+            polls = 0
+
+            def done(self) -> bool:
+                self.polls += 1
+                return self.polls > executor.lifetime
+
+        self.jobs.append(Job())
+        running = sum(job.polls <= self.lifetime for job in self.jobs)
+        self.most = max(self.most, running)
+        return self.jobs[-1]
+
+
+@pytest.mark.parametrize("at_once", [1, 2, 3])
+def test_local_jobs_run_at_most_the_workers_at_a_time(monkeypatch, capsys, at_once) -> None:
+    """submitit-local once started all 10 jobs of a sweep at once on 2 cores."""
+    monkeypatch.setattr(cluster, "POLL_SECONDS", 0.0)
+    executor, jobs = LocalExecutor(), []
+    specs = [RunSpec(f"run{i}", []) for i in range(7)]
+    cluster.submit_in_turn(specs, executor, ("cpu", 1), at_once, jobs)
+    assert len(jobs) == 7 and executor.most == at_once
+    assert capsys.readouterr().out.splitlines()[0] == "submitted job 0 (run0)"

@@ -97,14 +97,18 @@ def cluster_executor(launcher: str, out_dir: str | Path, options: ClusterOptions
 
 
 def submit_all(
-    specs: list[RunSpec], executor: Any, options: ClusterOptions
+    specs: list[RunSpec], executor: Any, options: ClusterOptions, at_once: int | None = None
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Submit one job per spec through ``executor`` (:func:`cluster_executor`; a job array
     on SLURM), wait for all, return their records.
 
+    ``at_once`` (submitit's local executor: the sweep's workers) caps the jobs running at a
+    time: that executor starts every job it is given at once, so the specs are submitted in
+    turn, each when a slot frees. None submits every job together (SLURM queues them).
+
     A stop signal (Ctrl-C, SIGTERM, SIGHUP) while submitting or waiting stops the waiting, not
     the jobs: they keep running; the message names the unfinished ones and the command that
-    stops them (:func:`still_running`).
+    stops them (:func:`still_running`); specs not yet submitted never start.
 
     Returns:
         ``(records, signum)`` as :func:`sweep.run_all` returns them: one record per spec in
@@ -115,17 +119,41 @@ def submit_all(
     jobs: list[Any] = []
     records: list[dict[str, Any]] = []
     try:
-        with deferred():  # a stop while submitting waits until the job ids are known
-            with executor.batch():
+        if at_once is None or at_once >= len(specs):
+            # a stop while submitting waits until the job ids are known
+            with deferred(), executor.batch():
                 jobs = [executor.submit(run_job, spec, device, options.cpus) for spec in specs]
             print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}")
+        else:
+            print(f"submitting {len(specs)} job(s), at most {at_once} running at a time")
+            submit_in_turn(specs, executor, (device, options.cpus), at_once, jobs)
         for spec, job in zip(specs, jobs, strict=True):
             records.append(job_record(spec, job))
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP (see lab.common.signals)
         waiting = alive(jobs[len(records) :], executor)
         print(f"\n{still_running(waiting, executor)}", file=sys.stderr)
+        if len(jobs) < len(specs):
+            print(f"{len(specs) - len(jobs)} run(s) were never submitted", file=sys.stderr)
         return records, exit_code(stop) - 128
     return records, None
+
+
+POLL_SECONDS = 0.5
+"""How often :func:`submit_in_turn` looks for a finished job."""
+
+
+def submit_in_turn(
+    specs: list[RunSpec], executor: Any, job_args: tuple, at_once: int, jobs: list[Any]
+) -> None:
+    """Submit ``specs`` one at a time into ``jobs`` (appended as each is submitted, so a stop
+    signal leaves the submitted ones there), waiting while ``at_once`` of them are unfinished.
+    ``job_args`` are :func:`run_job`'s arguments after the spec (device, threads)."""
+    for spec in specs:
+        while sum(not _done(job) for job in jobs) >= at_once:
+            time.sleep(POLL_SECONDS)
+        with deferred():
+            jobs.append(executor.submit(run_job, spec, *job_args))
+        print(f"submitted job {jobs[-1].job_id} ({spec.name})", flush=True)
 
 
 def alive(jobs: list[Any], executor: Any, grace: float = 5.0) -> list[str]:
