@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lab.lm import findings
-from lab.lm.aggregate import cell, paired, ratio, window_p_value
+from lab.lm.aggregate import cell, loss_family, paired, ratio, window_p_value, window_p_values
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
 from lab.lm.report import LM_CSV_COLUMNS, lm_markdown, perplexity_table, write_lm_reports
 from lab.lm.report import LM_REPORT_NAMES as REPORT_NAMES_LM
@@ -162,35 +162,39 @@ def test_perplexity_cells_mean_over_seeds_with_a_t_interval_else_the_bootstrap()
     )
     assert math.isclose(ratio(runs, "4x"), 0.97, rel_tol=1e-9)
     table = perplexity_table(runs, "text").splitlines()
-    assert [c.strip() for c in table[0].split("|")[1:-1]] == ["scheme", "seeds", *LABELS]
-    assert table[2].split("|")[3].strip() == f"{mean:.2f} [{mean - half:.2f}, {mean + half:.2f}]"
+    headers = ["scheme", "parameters", "seeds", *LABELS]
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == headers
+    assert table[2].split("|")[4].strip() == f"{mean:.2f} [{mean - half:.2f}, {mean + half:.2f}]"
 
 
-def test_paired_tests_find_a_uniformly_lower_loss_and_not_a_tie() -> None:
+def test_paired_tests_are_over_seeds_and_windows_only_describe_checkpoints() -> None:
     better = sweep(
-        {"rope": curve(2.0, 1, 1, 1, 1), "alibi": curve(2.1, 1, 1, 1, 1)}, seeds=(0, 1, 2)
+        {"rope": curve(2.0, 1, 1, 1, 1), "alibi": curve(2.1, 1, 1, 1, 1)}, seeds=range(6)
     )
-    rope, alibi = better[:3], better[3:]
+    rope, alibi = better[:6], better[6:]
     test = paired(rope, alibi, "1x")
-    assert test.seed_differences == pytest.approx((-0.1, -0.1, -0.1))
-    assert all(p < 1e-6 for p in test.window_p)  # every one of 32 windows lower
-    assert test.over_windows and test.over_seeds is True
+    assert test.differences == pytest.approx((-0.1,) * 6) and test.p_sign_flip == 2 / 64
+    assert all(p < 1e-6 for p in window_p_values(rope, alibi, "1x"))  # all 32 windows lower
+    ((label, a, b, same, holm_p),) = loss_family({"rope": rope, "alibi": alibi}, ["1x"])
+    assert (label, a, b, holm_p) == ("1x", "rope", "alibi", 2 / 64)  # one comparison: Holm x1
+    # three seeds: every window lower in each, yet the sign-flip test cannot reject (p >= 1/4)
+    three = loss_family({"rope": rope[:3], "alibi": alibi[:3]}, ["1x"])
+    assert three[0][4] == 0.25
     tie = paired(rope, rope, "1x")
-    assert tie.window_p == (1.0, 1.0, 1.0) and not tie.over_windows
-    # per-seed differences of both signs: significant within each seed, not as a scheme effect
+    assert tie.mean == 0 and window_p_values(rope, rope, "1x") == (1.0,) * 6
+    # per-seed differences of both signs: each checkpoint pair differs, the schemes do not
     mixed = [
         lm_record("alibi", s, curve(2 + d, 1, 1, 1, 1)) for s, d in enumerate((0.1, -0.1, 0.05))
     ]
-    split = paired(rope, mixed, "1x")
-    assert split.seed_differences == pytest.approx((-0.1, 0.1, -0.05))
-    assert all(p < 1e-6 for p in split.window_p)
-    assert split.over_seeds is False and not split.over_windows
+    split = paired(rope[:3], mixed, "1x")
+    assert split.differences == pytest.approx((-0.1, 0.1, -0.05))
+    assert all(p < 1e-6 for p in window_p_values(rope[:3], mixed, "1x"))
+    assert split.low < 0 < split.high and split.p_t > 0.5
     reversed_windows = []  # the same window losses in reverse order: W+ = W- exactly, p = 1
-    for run in rope:
+    for run in rope[:3]:
         row = dict(run["lengths"][0], window_losses=run["lengths"][0]["window_losses"][::-1])
         reversed_windows.append(dict(run, position="alibi", lengths=[row]))
-    none = paired(rope, reversed_windows, "1x")
-    assert none.window_p == pytest.approx((1.0,) * 3) and not none.over_windows
+    assert window_p_values(rope, reversed_windows, "1x") == pytest.approx((1.0,) * 3)
 
 
 def test_windows_that_differ_cannot_be_paired() -> None:
@@ -213,14 +217,17 @@ def test_findings_agree_on_the_textbook_picture_and_flip_with_the_numbers() -> N
         "none": curve(math.log(7.2), 1.2, 1.36, 1.6, 1.9),
         "learned": curve(math.log(5.5), 3.0, 4.4, 5.0, 6.0),
     }
-    runs = sweep(table)
+    runs = sweep(table)  # every seed shifted alike: the per-seed figures have no spread
     assert verdict(findings.press(runs)) == "agrees"
-    assert "alibi 5.48 -> 5.31 (0.97x its 1x)" in findings.press(runs)  # 5.45 e^(0.01 seed)
-    assert "sinusoidal 6.03 -> 17.49 (2.90x its 1x)" in findings.press(runs)
+    assert f"alibi growth {math.log(0.97):+.3f} nats (x0.97" in findings.press(runs)
+    assert f"sinusoidal growth {math.log(2.9):+.3f} nats (x2.90" in findings.press(runs)
     assert verdict(findings.rope_degrades(runs)) == "agrees"
     assert verdict(findings.learned_fails(runs)) == "agrees"
     assert verdict(findings.kazemnejad(runs)) == "agrees"
-    assert verdict(findings.peng(runs)) == "cannot tell"  # no RoPE run under a scaling rule
+    assert verdict(findings.peng(runs)) == "not measured"  # no RoPE run under a scaling rule
+    # RoPE 4.66 against ALiBi 5.45 at 1x: ALiBi 17% worse, beyond the 5% margin
+    at_length = findings.press_at_length(runs)
+    assert verdict(at_length) == "disagrees" and "rope - alibi -0.157 nats (x0.86" in at_length
     flipped = sweep(
         {
             **table,
@@ -235,11 +242,22 @@ def test_findings_agree_on_the_textbook_picture_and_flip_with_the_numbers() -> N
     assert verdict(findings.learned_fails(flipped)) == "disagrees"
     assert verdict(findings.kazemnejad(flipped)) == "disagrees"
     barely = sweep({**table, "rope": curve(math.log(4.66), 1.0, 1.002, 1.0, 1.0)})
-    assert verdict(findings.rope_degrades(barely)) == "cannot tell"  # within the intervals
+    assert verdict(findings.rope_degrades(barely)) == "inconclusive"  # inside the margin
     unsupported = sweep({"learned": table["learned"]}, unsupported=LABELS[1:])
     line = findings.learned_fails(unsupported)
     assert verdict(line) == "agrees" and "learned table of 16" in line
-    assert verdict(findings.press(sweep({"alibi": TEXTBOOK["alibi"]}))) == "cannot tell"
+    assert verdict(findings.press(sweep({"alibi": TEXTBOOK["alibi"]}))) == "not measured"
+
+
+def test_seeds_that_disagree_leave_a_finding_inconclusive_and_one_seed_decides_nothing() -> None:
+    runs = sweep({"rope": TEXTBOOK["rope"]}, seeds=(0,))
+    assert "inconclusive: one seed gives no interval" in findings.rope_degrades(runs)
+    spread = [  # RoPE's growth at 4x: x1.54 in one seed, x0.95 in the other
+        lm_record("rope", 0, curve(math.log(4.66), 1.2, 1.54, 2.4, 3.4)),
+        lm_record("rope", 1, curve(math.log(4.66), 1.0, 0.95, 1.0, 1.0)),
+    ]
+    line = findings.rope_degrades(spread)
+    assert verdict(line) == "inconclusive" and "at 2 seeds the interval is [" in line
 
 
 def test_scaling_rules_are_compared_with_rope_as_trained() -> None:
@@ -250,9 +268,10 @@ def test_scaling_rules_are_compared_with_rope_as_trained() -> None:
             run["config"]["eval"]["position_options"] = {"scaling": rule, "scaling_factor": 4}
             runs.append(run)
     line = findings.peng(runs)
-    assert verdict(line) == "agrees" and "(2 of 2)" in line
-    runs[-1]["lengths"][2]["loss"] += 5  # yarn far worse at 4x in one seed
-    runs[-1]["lengths"][2]["perplexity"] *= math.exp(5)
+    assert verdict(line) == "agrees" and line.count(": agrees, [") == 2
+    for run in runs[-2:]:  # yarn far worse at 4x in both seeds
+        run["lengths"][2]["loss"] += 5
+        run["lengths"][2]["perplexity"] *= math.exp(5)
     assert verdict(findings.peng(runs)) == "disagrees"
 
 

@@ -8,23 +8,24 @@ evaluation-time option, one run per seed).
 - A cell is the mean perplexity over seeds with its 95% Student-t interval over seeds
   (:func:`lab.stats.intervals.t_interval`) when there are two seeds or more, else the run's own 95%
   bootstrap interval over held-out windows (``perplexity_low``/``perplexity_high``).
-- Two schemes are compared at one length twice. Over seeds (two or more shared): the 95%
-  t-interval of the per-seed differences in mean loss (nats/token), significant when it excludes
-  0 (a paired t-test at the 5% level). Within a seed: every scheme scores the same held-out
-  windows (the first ``eval.lm_tokens`` tokens, cut the same way), so the windows pair, and the
-  Wilcoxon signed-rank test (Wilcoxon 1945; :func:`scipy.stats.wilcoxon`) on the per-window mean
-  losses gives a p-value per seed; significant when p < 0.05 in every seed and the difference
-  points the same way in every seed, the rule of the synthetic tracks
-  (:attr:`lab.stats.intervals.Comparison.significant`).
+- Two schemes are compared at one length over seeds (the unit of evidence): their runs pair
+  by seed, and the per-seed differences in mean loss (nats/token) give a mean, its 95%
+  t-interval, the paired t-test and the exact sign-flip test (:func:`lab.stats.seed_stats.paired`);
+  :func:`loss_family` adjusts every comparison of a report by Holm's method, and a difference
+  is significant only when both tests reject after it. Within one seed every scheme scores the
+  same held-out windows, so the Wilcoxon signed-rank test (Wilcoxon 1945;
+  :func:`scipy.stats.wilcoxon`) on the per-window losses (:func:`window_p_value`) describes how
+  surely *these two checkpoints* differ on *these windows*; it never decides a scheme claim.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from lab.stats.intervals import ALPHA, Interval, t_interval
+from lab.stats.intervals import t_interval
+from lab.stats.seed_stats import Paired, holm
+from lab.stats.seed_stats import paired as seed_paired
 
 Result = dict[str, Any]
 
@@ -111,59 +112,52 @@ def window_p_value(row_a: dict[str, Any], row_b: dict[str, Any]) -> float:
     return float(wilcoxon(row_a["window_losses"], row_b["window_losses"]).pvalue)
 
 
-@dataclass(frozen=True)
-class Paired:
-    """Scheme A against scheme B at one length, on the seeds both have.
-
-    Attributes:
-        seed_differences: A's mean loss minus B's (nats/token), per shared seed, in seed order.
-        window_p: the Wilcoxon p-value over the shared windows, per shared seed.
-    """
-
-    seed_differences: tuple[float, ...]
-    window_p: tuple[float, ...]
-
-    @property
-    def difference(self) -> float:
-        """Mean over seeds of A's loss minus B's (nats/token); negative: A is better."""
-        return sum(self.seed_differences) / len(self.seed_differences)
-
-    @property
-    def seed_interval(self) -> Interval | None:
-        """The 95% t-interval of the per-seed differences; None with fewer than two seeds."""
-        if len(self.seed_differences) < 2:
-            return None
-        return t_interval(list(self.seed_differences))
-
-    @property
-    def over_seeds(self) -> bool | None:
-        """The t-interval over seeds excludes 0 (None with fewer than two seeds)."""
-        interval = self.seed_interval
-        return None if interval is None else interval.low > 0 or interval.high < 0
-
-    @property
-    def over_windows(self) -> bool:
-        """p < 0.05 over the windows in every seed, and one sign in every seed."""
-        signs = {math.copysign(1, d) for d in self.seed_differences if d != 0}
-        nonzero = all(d != 0 for d in self.seed_differences)
-        return nonzero and len(signs) == 1 and all(p < ALPHA for p in self.window_p)
+def seed_losses(runs: list[Result], label: str) -> dict[int, float]:
+    """Seed -> mean loss (nats/token) at ``label`` of each run that evaluated and supports it."""
+    rows = {r["seed"]: length_row(r, label) for r in runs}
+    return {seed: row["loss"] for seed, row in rows.items() if row and row["supported"]}
 
 
 def paired(runs_a: list[Result], runs_b: list[Result], label: str) -> Paired | None:
-    """Compare two schemes' runs (one per seed) at ``label`` on the seeds both have and both
-    support there; None when there is no such seed.
+    """Scheme A against scheme B at ``label``: A's mean loss minus B's per shared seed
+    (negative: A is better), as :func:`lab.stats.seed_stats.paired` gives it; None when no seed
+    has both runs supporting the length."""
+    return seed_paired(seed_losses(runs_a, label), seed_losses(runs_b, label))
+
+
+def window_p_values(runs_a: list[Result], runs_b: list[Result], label: str) -> tuple[float, ...]:
+    """Per shared seed (in seed order), the Wilcoxon p-value of the two checkpoints' per-window
+    losses at ``label`` (:func:`window_p_value`): a per-checkpoint description, not a test of
+    the schemes.
 
     Raises:
-        ValueError: a seed's two runs scored different windows (:func:`window_p_value`).
+        ValueError: a seed's two runs scored different windows.
     """
     by_seed_b = {r["seed"]: r for r in runs_b}
-    differences, p_values = [], []
+    p_values = []
     for run in sorted(runs_a, key=lambda r: r["seed"]):
         if run["seed"] not in by_seed_b:
             continue
         row_a, row_b = length_row(run, label), length_row(by_seed_b[run["seed"]], label)
-        if row_a is None or row_b is None or not (row_a["supported"] and row_b["supported"]):
-            continue
-        differences.append(row_a["loss"] - row_b["loss"])
-        p_values.append(window_p_value(row_a, row_b))
-    return Paired(tuple(differences), tuple(p_values)) if differences else None
+        if row_a and row_b and row_a["supported"] and row_b["supported"]:
+            p_values.append(window_p_value(row_a, row_b))
+    return tuple(p_values)
+
+
+def loss_family(
+    grouped: dict[str, list[Result]], labels: list[str]
+) -> list[tuple[str, str, str, Paired, float]]:
+    """Every comparison a report makes between the schemes of ``grouped`` (label -> runs) at
+    ``labels``: ``(length, a, b, test, holm_p)``, with Holm's adjusted p-value over all of them
+    (:func:`lab.stats.seed_stats.holm`) of each test's :attr:`Paired.p_value` (the larger of
+    the t and sign-flip p-values)."""
+    names = list(grouped)
+    found = [
+        (label, a, b, test)
+        for label in labels
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if (test := paired(grouped[a], grouped[b], label)) is not None
+    ]
+    adjusted = holm([test.p_value for *_, test in found])
+    return [(*item, p) for item, p in zip(found, adjusted, strict=True)]

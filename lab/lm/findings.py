@@ -1,48 +1,57 @@
-"""Findings of a language-model sweep against the literature, each decided by numbers computed
-from the runs.
+"""Findings of a language-model sweep against the literature, each a three-valued verdict
+decided by intervals over seeds.
 
-Every finding names the claim and its source, the measured perplexities that decide it, and a
-verdict: ``agrees``, ``disagrees`` or ``cannot tell`` (a needed run or length is missing, or the
-intervals leave the question open). Change the runs and the verdicts follow. Perplexities are
-means over seeds (:func:`lab.lm.aggregate.cell`); ratios are to the scheme's own perplexity at
-the training length (1x).
+The seed is the unit of evidence. Every claim is about per-seed figures in nats per token (the
+log of a perplexity ratio): a scheme's *growth*, its mean loss at :data:`AT` minus its own at
+1x (``exp`` of it is the perplexity ratio), or the difference between two schemes' losses or
+growths, paired by seed (:func:`lab.stats.seed_stats.paired`). Each claim is decided by its
+95% t-interval over seeds against a stated margin (:func:`lab.stats.verdicts.decide`): agrees
+when the interval lies beyond the margin on the claimed side, disagrees when it excludes the
+claimed side, and is otherwise inconclusive, with about how many seeds would decide it. A
+finding of ``m`` claims uses ``1 - 0.05 / m`` intervals (Bonferroni) and agrees when all agree,
+disagrees when any does (:func:`lab.stats.verdicts.combine`). One seed decides nothing.
 
 - Press et al. 2022 ("Train Short, Test Long", fig. 1): ALiBi's perplexity stays near its 1x
-  value past the training length while sinusoidal's grows. Decided at 4x: ALiBi within
-  :data:`FLAT` of its 1x value, and sinusoidal at least :data:`GROWS` times its 1x value.
-- Press et al. 2022 (fig. 1) and Chen et al. 2023 ("Extending Context Window of Large Language
-  Models via Positional Interpolation", fig. 1): RoPE degrades past the training length.
-  Decided at 4x: RoPE's perplexity above its 1x value by more than the intervals (the 4x
-  interval's low end above the 1x interval's high end).
-- Press et al. 2022 (sec. 2): learned absolute positions cannot extrapolate: a learned table
-  cannot encode a position past its size, and where it can (a longer table), perplexity
-  explodes. Decided at 4x: unsupported, or at least :data:`GROWS` times its 1x value.
-- Kazemnejad et al. 2023 ("The Impact of Positional Encoding on Length Generalization in
-  Transformers"): a causal model without positions (NoPE) extrapolates better than absolute
-  encodings. Decided at 4x: NoPE's ratio to 1x below learned's and sinusoidal's (an unsupported
-  learned length counts as worse).
+  value past the training length while sinusoidal's grows: ALiBi's growth at 4x within
+  +-:data:`FLAT`, sinusoidal's at least :data:`GROWS`.
+- Press et al. 2022 (table 1, L_valid = L): at the training length ALiBi is no worse than
+  sinusoidal and rotary: RoPE's and sinusoidal's loss minus ALiBi's at 1x, each no worse than
+  ``-LOSS_MARGIN``. Small models can disagree; the page says so when they do.
+- Press et al. 2022 (fig. 1) and Chen et al. 2023 (fig. 1): RoPE degrades past the training
+  length: its growth at 4x greater than :data:`LOSS_MARGIN`.
+- Press et al. 2022 (sec. 2): learned absolute positions cannot extrapolate: a table that
+  cannot encode 4x agrees by construction; a longer one needs growth of at least :data:`GROWS`.
+- Kazemnejad et al. 2023: NoPE extrapolates better than absolute encodings: learned's and
+  sinusoidal's growth minus NoPE's, each greater than :data:`LOSS_MARGIN` (a learned table that
+  cannot encode 4x counts as worse).
 - Peng et al. 2023 ("YaRN") and bloc97 2023 (NTK-aware scaling): NTK, dynamic NTK and YaRN
-  lower RoPE's perplexity past the training length without fine-tuning. Decided at 4x for each
-  RoPE run evaluated under ``eval.position_options.scaling`` in ``ntk``, ``dynamic``, ``yarn``:
-  its perplexity below plain RoPE's.
+  lower RoPE's perplexity past the training length without fine-tuning: plain RoPE's loss at
+  4x minus each rule's greater than :data:`LOSS_MARGIN`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from lab.lm.aggregate import Cell, cell, ratio
+from lab.lm.aggregate import length_row, seed_losses
 from lab.reporting.aggregate import groups
+from lab.stats.seed_stats import ALPHA
+from lab.stats.seed_stats import paired as seed_paired
+from lab.stats.verdicts import AGREES, Claim, Verdict, combine, decide, words
 
 Result = dict[str, Any]
 AT = "4x"
-"""The multiple of the training length at which the findings are decided."""
-FLAT = 0.10
-"""How far (relative) from its 1x value a flat perplexity may be at :data:`AT`."""
-GROWS = 2.0
-"""Ratio to 1x at or above which a perplexity has grown (exploded) at :data:`AT`."""
+"""The multiple of the training length at which the extrapolation findings are decided."""
+LOSS_MARGIN = math.log(1.05)
+"""Practical margin of a loss difference: a 5% perplexity ratio (0.049 nats/token)."""
+FLAT = math.log(1.10)
+"""How far from zero a flat growth may be: perplexity within 10% of its 1x value."""
+GROWS = math.log(2.0)
+"""Growth at or above which a perplexity has grown (doubled) at :data:`AT`."""
 SCALING_RULES = ("ntk", "dynamic", "yarn")
 """RoPE extension rules that claim to work without fine-tuning."""
+Part = tuple[Verdict, str]
 
 
 def plain(runs: list[Result], scheme: str) -> list[Result]:
@@ -60,128 +69,143 @@ def plain(runs: list[Result], scheme: str) -> list[Result]:
     return []
 
 
-def _ppl(value: Cell) -> str:
-    return f"n/a ({value.reason})" if value.mean is None else f"{value.mean:.2f}"
+def growth(runs: list[Result], label: str = AT) -> dict[int, float]:
+    """Seed -> mean loss at ``label`` minus mean loss at 1x (nats/token), for the seeds whose
+    run supports both lengths."""
+    base, far = seed_losses(runs, "1x"), seed_losses(runs, label)
+    return {seed: far[seed] - base[seed] for seed in sorted(set(base) & set(far))}
 
 
-def _ratio_text(runs: list[Result], scheme: str) -> str:
-    """``'alibi 5.45 -> 5.28 (0.97x its 1x)'``."""
-    value = ratio(runs, AT)
-    times = "" if value is None else f" ({value:.2f}x its 1x)"
-    return f"{scheme} {_ppl(cell(runs, '1x'))} -> {_ppl(cell(runs, AT))}{times}"
+def unsupported_at(runs: list[Result], label: str = AT) -> bool:
+    """Every run was evaluated at ``label`` and none can encode it (a learned table too short)."""
+    rows = [length_row(r, label) for r in runs]
+    return bool(rows) and all(row is not None and not row["supported"] for row in rows)
+
+
+def part(
+    a: dict[int, float], b: dict[int, float] | None, claim: Claim, m: int, what: str
+) -> Part | None:
+    """The verdict of ``claim`` on ``a - b`` per seed (``b`` None: ``a`` itself) at level
+    ``1 - ALPHA / m``, with its text; None when no seed has both."""
+    test = seed_paired(a, dict.fromkeys(a, 0.0) if b is None else b, alpha=ALPHA / m)
+    if test is None:
+        return None
+    v = decide(claim, test.mean, test.low, test.high, test.n, test.sd, ALPHA / m)
+    per_seed = ", ".join(f"{d:+.3f}" for d in test.differences)
+    shown = words(v, " nats", scale=1.0, digits=3)
+    return (
+        v,
+        f"{what} {test.mean:+.3f} nats (x{math.exp(test.mean):.2f}; per seed {per_seed}): {shown}",
+    )
+
+
+def finding(title: str, parts: list[Part | None], claim: str, needs: str) -> str:
+    """``'TITLE: **WORD**. CLAIM: part; part'``, or not measured when a part is None."""
+    if not parts or any(p is None for p in parts):
+        return f"{title}: **not measured** (needs {needs})"
+    word = combine([v for v, _ in parts])
+    return f"{title}: **{word}**. {claim}: " + "; ".join(text for _, text in parts)
 
 
 def press(results: list[Result]) -> str:
-    """ALiBi flat at 4x, sinusoidal grown at 4x."""
-    claim = (
+    """ALiBi's growth at 4x within +-FLAT, sinusoidal's at least GROWS."""
+    title = (
         "Press et al. 2022 (ALiBi's perplexity stays near its 1x value while sinusoidal's grows)"
     )
-    alibi, sinusoidal = plain(results, "alibi"), plain(results, "sinusoidal")
-    flat, grown = ratio(alibi, AT), ratio(sinusoidal, AT)
-    if flat is None or grown is None:
-        return f"{claim}: **cannot tell** (needs alibi and sinusoidal runs at 1x and {AT})"
-    holds = [abs(flat - 1) <= FLAT, grown >= GROWS]
-    verdict = "agrees" if all(holds) else "disagrees"
-    return (
-        f"{claim}: **{verdict}**. Perplexity 1x -> {AT}: {_ratio_text(alibi, 'alibi')}, "
-        f"{_ratio_text(sinusoidal, 'sinusoidal')}; agreeing needs alibi within "
-        f"{100 * FLAT:.0f}% of its 1x value ({'yes' if holds[0] else 'no'}) and sinusoidal at "
-        f">= {GROWS:g}x its 1x value ({'yes' if holds[1] else 'no'})"
-    )
+    alibi, sinusoidal = growth(plain(results, "alibi")), growth(plain(results, "sinusoidal"))
+    parts = [
+        part(alibi, None, Claim("within", FLAT), 2, "alibi growth") if alibi else None,
+        part(sinusoidal, None, Claim("at_least", GROWS), 2, "sinusoidal growth")
+        if sinusoidal
+        else None,
+    ]
+    claim = f"growth at {AT} (loss there minus at 1x), claim: alibi within +-{FLAT:.3f}, "
+    claim += f"sinusoidal >= {GROWS:.3f} (x2)"
+    return finding(title, parts, claim, f"alibi and sinusoidal runs at 1x and {AT}")
+
+
+def press_at_length(results: list[Result]) -> str:
+    """RoPE's and sinusoidal's loss minus ALiBi's at 1x, each no worse than -LOSS_MARGIN."""
+    title = "Press et al. 2022 (at the training length ALiBi is no worse than sinusoidal and RoPE)"
+    alibi = seed_losses(plain(results, "alibi"), "1x")
+    others = {s: seed_losses(plain(results, s), "1x") for s in ("sinusoidal", "rope")}
+    claim = Claim("no_worse", LOSS_MARGIN)
+    parts = [
+        part(values, alibi, claim, 2, f"{s} - alibi") if values and alibi else None
+        for s, values in others.items()
+    ]
+    text = f"loss at 1x, claim: each difference >= -{LOSS_MARGIN:.3f} (ALiBi at most 5% worse)"
+    return finding(title, parts, text, "alibi, sinusoidal and rope runs at 1x")
 
 
 def rope_degrades(results: list[Result]) -> str:
-    """RoPE above its 1x perplexity at 4x by more than the intervals."""
-    claim = (
+    """RoPE's growth at 4x greater than LOSS_MARGIN."""
+    title = (
         "Press et al. 2022; Chen et al. 2023 (RoPE's perplexity degrades past the training length)"
     )
-    runs = plain(results, "rope")
-    base, far = cell(runs, "1x"), cell(runs, AT)
-    if base.mean is None or far.mean is None:
-        return f"{claim}: **cannot tell** (needs rope runs at 1x and {AT})"
-    top = base.high if base.high is not None else base.mean
-    bottom = far.low if far.low is not None else far.mean
-    verdict = "agrees" if bottom > top else "cannot tell"
-    verdict = "disagrees" if far.mean <= base.mean else verdict
-    return (
-        f"{claim}: **{verdict}**. {_ratio_text(runs, 'rope')}; 95% intervals 1x "
-        f"{_interval(base)}, {AT} {_interval(far)}; agreeing needs the {AT} interval above the "
-        "1x interval"
-    )
-
-
-def _interval(value: Cell) -> str:
-    if value.low is None or value.high is None:
-        return "n/a (one run without an interval)"
-    return f"[{value.low:.2f}, {value.high:.2f}]"
+    values = growth(plain(results, "rope"))
+    parts = [
+        part(values, None, Claim("greater", LOSS_MARGIN), 1, "rope growth") if values else None
+    ]
+    claim = f"growth at {AT}, claim: > {LOSS_MARGIN:.3f} (x1.05)"
+    return finding(title, parts, claim, f"rope runs at 1x and {AT}")
 
 
 def learned_fails(results: list[Result]) -> str:
-    """Learned positions unsupported at 4x, or grown at least GROWS times."""
-    claim = "Press et al. 2022 (learned absolute positions cannot extrapolate)"
+    """Learned positions unsupported at 4x, or growth at least GROWS."""
+    title = "Press et al. 2022 (learned absolute positions cannot extrapolate)"
     runs = plain(results, "learned")
-    base, far = cell(runs, "1x"), cell(runs, AT)
-    if not runs or base.mean is None or far.reason == "not evaluated":
-        return f"{claim}: **cannot tell** (needs learned runs at 1x and {AT})"
-    if far.mean is None:
-        return f"{claim}: **agrees**. learned at {AT}: n/a ({far.reason}); at 1x {base.mean:.2f}"
-    grown = far.mean / base.mean
-    verdict = "agrees" if grown >= GROWS else "disagrees"
-    return (
-        f"{claim}: **{verdict}**. {_ratio_text(runs, 'learned')}; agreeing needs it unsupported "
-        f"or >= {GROWS:g}x its 1x value"
-    )
+    if unsupported_at(runs):
+        reason = length_row(runs[0], AT)["reason"]
+        return (
+            f"{title}: **agrees**. learned cannot encode {AT} ({reason}) in any of {len(runs)} runs"
+        )
+    values = growth(runs)
+    parts = [part(values, None, Claim("at_least", GROWS), 1, "learned growth") if values else None]
+    claim = f"growth at {AT}, claim: unsupported or >= {GROWS:.3f} (x2)"
+    return finding(title, parts, claim, f"learned runs at 1x and {AT}")
 
 
 def kazemnejad(results: list[Result]) -> str:
-    """NoPE's ratio at 4x below learned's and sinusoidal's (an unsupported length: worse)."""
-    claim = "Kazemnejad et al. 2023 (NoPE extrapolates better than absolute encodings)"
-    nope = ratio(plain(results, "none"), AT)
-    ratios: dict[str, float | None] = {}
+    """Learned's and sinusoidal's growth minus NoPE's, each greater than LOSS_MARGIN."""
+    title = "Kazemnejad et al. 2023 (NoPE extrapolates better than absolute encodings)"
+    nope = growth(plain(results, "none"))
+    parts: list[Part | None] = []
     for scheme in ("learned", "sinusoidal"):
         runs = plain(results, scheme)
-        far = cell(runs, AT)
-        if not runs or cell(runs, "1x").mean is None or far.reason == "not evaluated":
-            return f"{claim}: **cannot tell** (needs none, learned and sinusoidal at 1x and {AT})"
-        ratios[scheme] = ratio(runs, AT)  # None: it cannot encode the length
-    if nope is None:
-        return f"{claim}: **cannot tell** (needs none, learned and sinusoidal at 1x and {AT})"
-    better = all(value is None or nope < value for value in ratios.values())
-    shown = [
-        f"{s} {value:.2f}x" if value is not None else f"{s} n/a (cannot encode {AT})"
-        for s, value in ratios.items()
-    ]
-    return (
-        f"{claim}: **{'agrees' if better else 'disagrees'}**. Perplexity at {AT} over 1x: "
-        f"none {nope:.2f}x, {', '.join(shown)}; agreeing needs NoPE's ratio below each"
-    )
+        if runs and unsupported_at(runs):
+            seeds = len(runs)
+            parts.append((Verdict(AGREES, None, None, seeds), f"{scheme} cannot encode {AT}"))
+            continue
+        values = growth(runs)
+        claim = Claim("greater", LOSS_MARGIN)
+        parts.append(part(values, nope, claim, 2, f"{scheme} - none") if values and nope else None)
+    text = f"growth at {AT}, claim: each difference > {LOSS_MARGIN:.3f}"
+    return finding(title, parts, text, f"none, learned and sinusoidal runs at 1x and {AT}")
 
 
 def peng(results: list[Result]) -> str:
-    """Each RoPE run under an NTK/dynamic/YaRN rule below plain RoPE at 4x."""
-    claim = "Peng et al. 2023; bloc97 2023 (NTK, dynamic and YaRN lower RoPE's perplexity past L)"
-    base = cell(plain(results, "rope"), AT)
+    """Plain RoPE's loss at 4x minus each NTK/dynamic/YaRN rule's, greater than LOSS_MARGIN."""
+    title = "Peng et al. 2023; bloc97 2023 (NTK, dynamic and YaRN lower RoPE's perplexity past L)"
+    base = seed_losses(plain(results, "rope"), AT)
     scaled = {
-        label: cell(group, AT)
+        label: seed_losses(group, AT)
         for label, group in groups(results, results[0]["task"] if results else "").items()
         if group[0]["position"] == "rope"
         and (group[0]["config"]["eval"].get("position_options") or {}).get("scaling")
         in SCALING_RULES
     }
-    measured = {label: value for label, value in scaled.items() if value.mean is not None}
-    if base.mean is None or not measured:
-        return f"{claim}: **cannot tell** (needs rope runs at {AT} as trained and under a rule)"
-    lower = [label for label, value in measured.items() if value.mean < base.mean]
-    verdict = "agrees" if len(lower) == len(measured) else "disagrees"
-    shown = ", ".join(f"{label} {value.mean:.2f}" for label, value in measured.items())
-    return (
-        f"{claim}: **{verdict}**. Perplexity at {AT}: rope as trained {base.mean:.2f}; {shown}; "
-        f"agreeing needs every rule below rope as trained ({len(lower)} of {len(measured)})"
+    m = max(1, len(scaled))
+    claim = Claim("greater", LOSS_MARGIN)
+    parts = [part(base, values, claim, m, f"rope - {label}") for label, values in scaled.items()]
+    text = f"loss at {AT}, claim: rope as trained minus the rule > {LOSS_MARGIN:.3f}"
+    return finding(
+        title, parts if base else [], text, f"rope runs at {AT} as trained and under a rule"
     )
 
 
 def lm_findings(results: list[Result]) -> list[str]:
     """The findings of one task's LM runs as Markdown list items (``'- ...'``), in the order of
     the module docstring."""
-    checks = (press, rope_degrades, learned_fails, kazemnejad, peng)
+    checks = (press, press_at_length, rope_degrades, learned_fails, kazemnejad, peng)
     return [f"- {check(results)}" for check in checks]

@@ -18,10 +18,19 @@ from lab.common.smoke import SMOKE_NOTE
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.size import parameters_cell
 from lab.lm import figures
-from lab.lm.aggregate import Cell, cell, length_labels, length_row, paired, ratio
+from lab.lm.aggregate import (
+    Cell,
+    cell,
+    length_labels,
+    length_row,
+    loss_family,
+    ratio,
+    window_p_values,
+)
 from lab.lm.findings import lm_findings
 from lab.reporting.aggregate import groups, tasks
 from lab.reporting.tables import DASH, format_table
+from lab.stats.seed_stats import ALPHA, Paired
 
 Result = dict[str, Any]
 LM_REPORT_NAMES = (
@@ -103,32 +112,31 @@ def _p(values: tuple[float, ...]) -> str:
     return ", ".join(f"{p:.1e}" for p in values)
 
 
+def _seed_interval(test: Paired) -> str:
+    return DASH if test.low is None else f"[{test.low:+.3f}, {test.high:+.3f}]"
+
+
 def paired_rows(results: list[Result], task: str) -> list[list[str]]:
     """Every pair of schemes at every length both can encode: their perplexities, the mean
-    loss difference with its t-interval over seeds, the Wilcoxon p per seed, and the verdict."""
+    loss difference over seeds with its 95% t-interval, the paired t and sign-flip p-values,
+    Holm's adjusted p over the table (:func:`lab.lm.aggregate.loss_family`), whether it is
+    significant, and the per-checkpoint Wilcoxon p per seed (these runs' windows only)."""
     runs = groups(results, task)
-    names = list(runs)
     rows = []
-    for label in length_labels(results):
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                test = paired(runs[a], runs[b], label)
-                if test is None:
-                    continue
-                interval = test.seed_interval
-                seeds = DASH if interval is None else f"[{interval.low:+.3f}, {interval.high:+.3f}]"
-                by_seeds = {None: DASH, True: "yes", False: "no"}[test.over_seeds]
-                rows.append(
-                    [label, f"{a} vs {b}", ppl_cell(cell(runs[a], label))]
-                    + [ppl_cell(cell(runs[b], label)), f"{test.difference:+.3f}", seeds, by_seeds]
-                    + [_p(test.window_p), "yes" if test.over_windows else "no"]
-                )
+    for label, a, b, test, holm_p in loss_family(runs, length_labels(results)):
+        p_t = DASH if test.p_t is None else f"{test.p_t:.2g}"
+        rows.append(
+            [label, f"{a} vs {b}", ppl_cell(cell(runs[a], label)), ppl_cell(cell(runs[b], label))]
+            + [f"{test.mean:+.3f}", _seed_interval(test), str(test.n), p_t]
+            + [f"{test.p_sign_flip:.2g}", f"{holm_p:.2g}", "yes" if holm_p < ALPHA else "no"]
+            + [_p(window_p_values(runs[a], runs[b], label))]
+        )
     return rows
 
 
-PAIRED_HEADERS = ["length", "A vs B", "perplexity A", "perplexity B", "loss A - B"]
-PAIRED_HEADERS += ["95% t over seeds", "significant (seeds)", "Wilcoxon p per seed"]
-PAIRED_HEADERS += ["significant (windows)"]
+PAIRED_HEADERS = ["length", "A vs B", "perplexity A", "perplexity B", "loss A - B (nats)"]
+PAIRED_HEADERS += ["95% t over seeds", "seeds", "t p", "sign-flip p", "Holm p", "significant"]
+PAIRED_HEADERS += ["per-checkpoint Wilcoxon p per seed"]
 
 
 def paired_table(results: list[Result], task: str) -> str:
@@ -177,11 +185,13 @@ def corpus_lines(results: list[Result]) -> list[str]:
 EXPLAINED = (
     "Perplexity is exp(mean loss per token, nats) on held-out text; a cell is the mean over "
     "seeds with its 95% t-interval over seeds, or for a single run its 95% bootstrap interval "
-    "over windows; `n/a` names why a scheme cannot encode a length. Paired tests: `loss A - B` "
-    "is the mean over seeds of the difference in mean loss (negative: A is better); "
-    "significant over seeds when its 95% t-interval excludes 0 (two seeds or more); over "
-    "windows when the Wilcoxon signed-rank test on the same held-out windows gives p < 0.05 in "
-    "every seed, the difference pointing the same way in each."
+    "over windows; `n/a` names why a scheme cannot encode a length. Paired tests: the seed is "
+    "the unit of evidence. `loss A - B` is the mean over seeds of the per-seed difference in "
+    "mean loss (negative: A is better), with its 95% t-interval; significant when both the "
+    "paired t-test and the exact sign-flip test reject after Holm's correction over every "
+    "comparison of the table (below 6 seeds the sign-flip test cannot reject, so nothing is). "
+    "The Wilcoxon signed-rank p per seed, on the same held-out windows, describes how surely "
+    "two checkpoints differ on these windows, not the schemes."
 )
 
 

@@ -151,7 +151,7 @@ def paired(a: dict[int, float], b: dict[int, float], alpha: float = ALPHA) -> Pa
     mean = float(d.mean())
     if len(d) == 1:
         return Paired(seeds, (mean,), mean, None, None, alpha, None, 1.0)
-    if np.ptp(d) == 0:  # every difference equal: no spread, t undefined
+    if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # all equal to rounding: no t
         p_t = 1.0 if mean == 0 else 0.0
         return Paired(seeds, tuple(d.tolist()), mean, mean, mean, alpha, p_t, sign_flip_p(d))
     test = stats.ttest_1samp(d, 0.0)

@@ -143,18 +143,21 @@ def combine(verdicts: list[Verdict]) -> str:
     return DISAGREES if DISAGREES in words else INCONCLUSIVE
 
 
-def words(v: Verdict, unit: str = " points", mean: bool = False) -> str:
+def words(
+    v: Verdict, unit: str = " points", mean: bool = False, scale: float = 100.0, digits: int = 1
+) -> str:
     """``'agrees, [+12.0, +40.1] points at 6 seeds'``, or for an inconclusive verdict
     ``'inconclusive: at 3 seeds the interval is [-36.6, +141.0] points; about 14 seeds
-    would decide it'`` (figures in percent; ``mean``: an interval of one mean, shown unsigned
-    and clipped to 0..100)."""
+    would decide it'``. Figures are ``scale`` times the interval (default: fractions shown in
+    percent) with ``digits`` decimals; ``mean``: an interval of one mean, shown unsigned and
+    clipped to 0..100."""
     if v.low is None:
         return f"inconclusive: one seed gives no interval ({v.n} seed)"
     if mean:
         low, high = max(0.0, v.low), min(1.0, v.high)
-        span = f"[{100 * low:.1f}, {100 * high:.1f}]{unit}"
+        span = f"[{scale * low:.{digits}f}, {scale * high:.{digits}f}]{unit}"
     else:
-        span = f"[{100 * v.low:+.1f}, {100 * v.high:+.1f}]{unit}"
+        span = f"[{scale * v.low:+.{digits}f}, {scale * v.high:+.{digits}f}]{unit}"
     if v.word != INCONCLUSIVE:
         return f"{v.word}, {span} at {v.n} seeds"
     if v.seeds_needed is None:
