@@ -22,7 +22,7 @@ from lab.common.config import ConfigError, load_config
 from lab.evaluation.evaluate import evaluate_run
 from lab.evaluation.record import SCHEMA
 from lab.lm import extend_report as rep
-from lab.lm.extend_study import plan, read_study, run_study
+from lab.lm.extend_study import plan, read_study, run_study, training_tokens
 from lab.training.extend import child_config, extend, parent_of, seed_child
 from lab.training.run import TrainingInterrupted
 from lab.training.trainer import train
@@ -318,6 +318,11 @@ def test_the_study_config_plans():
     assert len(study.parents) == 2 and len(study.children) == 6 and len(study.scratch) == 2
     child = load_config(None, study.children[0].overrides)
     assert child.data.train_max_length == 256 and child.eval.max_length_factor == 4
+    # equal budgets: from scratch trains a parent's tokens plus a child's (2,048,000 + 409,600)
+    parent = load_config(None, study.parents[0].overrides)
+    scratch = load_config(None, study.scratch[0].overrides)
+    assert scratch.train.steps == 1200 and scratch.data.train_max_length == 256
+    assert training_tokens(scratch) == training_tokens(parent) + training_tokens(child) == 2457600
 
 
 def test_study_refuses_bad_input(tmp_path):

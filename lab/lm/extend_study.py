@@ -11,7 +11,8 @@ A study file (``configs/lm_extend.yaml``) names::
     fine_tune:
       settings: {...}      # run-config values of every child (steps, learning rate)
       rules: {LABEL: {OPTION: VALUE}}     # the child's position options, per rule
-    scratch: {...}         # run-config values of the run trained from scratch (null: none)
+    scratch: {...}         # run-config values of the run trained from scratch (null: none);
+                           # without train.steps it gets a parent's plus a child's tokens
 
 It runs, in two stages of the sweep machinery (:func:`lab.sweeps.local.run_all`: parallel
 workers, finished runs skipped, stopped ones resumed): first the parents (``parent-seedS``,
@@ -100,6 +101,21 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
     return raw
 
 
+def training_tokens(config: Any) -> int:
+    """Tokens one run of ``config`` trains on: ``train.steps x train.batch_size`` windows of
+    ``data.train_max_length`` tokens (an LM run's windows all have that length)."""
+    return config.train.steps * config.train.batch_size * config.data.train_max_length
+
+
+def equal_budget_steps(parent: list[str], child: list[str], scratch: list[str]) -> int:
+    """The steps that give the run from scratch (overrides ``scratch``) the training tokens of
+    a parent plus one child (:func:`training_tokens` of each), rounded to the nearest step: an
+    arm compared with the fine-tuned ones gets the same budget."""
+    tokens = training_tokens(load_config(None, parent)) + training_tokens(load_config(None, child))
+    own = load_config(None, scratch)
+    return max(1, round(tokens / (own.train.batch_size * own.data.train_max_length)))
+
+
 def plan(raw: dict[str, Any]) -> Study:
     """Every run of the study as a :class:`RunSpec`, each config checked (see the module
     docstring for names and stages).
@@ -125,6 +141,9 @@ def plan(raw: dict[str, Any]) -> Study:
         if raw.get("scratch") is not None:
             name = f"scratch-seed{seed}"
             extra = [*base, *longer, *dotted(raw["scratch"]), f"run_dir={out_dir}/{name}"]
+            if not any(item.startswith("train.steps=") for item in dotted(raw["scratch"])):
+                child = [*base, *longer, *dotted((raw.get("fine_tune") or {}).get("settings"))]
+                extra.append(f"train.steps={equal_budget_steps(base, child, extra)}")
             study.scratch.append(RunSpec(name, extra))
         position = parent.model.position
         kept = dotted(parent.model.options[position], f"model.options.{position}.")
