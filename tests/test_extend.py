@@ -205,12 +205,12 @@ def study_records():
         records.append(
             _lm_record(seed, 64, {64: _windows(1.5, 0), 256: _windows(2.8, 0.01 * seed)})
         )
-        for rule, shift in (("ntk", -0.9), ("dynamic", -0.7), ("yarn", -1.0), ("linear", -0.2)):
+        for rule, shift in (("ntk", -0.9), ("dynamic", -0.7), ("yarn", -1.0), ("linear", -0.5)):
             at_eval = {"scaling": rule, "scaling_factor": 1.0 if rule == "dynamic" else 4.0}
             records.append(
                 _lm_record(seed, 64, {64: _windows(1.6, 0), 256: _windows(2.8, shift)}, at_eval)
             )
-        for rule, shift in (("linear", -1.2), ("yarn", -1.25)):
+        for rule, shift in (("linear", -1.2), ("yarn", -1.25), ("none", -1.0)):
             records.append(
                 _lm_record(
                     seed,
@@ -236,21 +236,43 @@ def test_report_roles_table_and_paired_tests_on_fixtures(study_records):
     assert f"{mean:.2f} [{low:.2f}, {high:.2f}]" in table
     tests = {(a, b): t for a, b, t in rep.comparisons(study_records)}
     yarn = tests[("zero-shot yarn s=4", "as trained")]
-    pooled_a = _windows(2.8, -1.0) * 2
-    pooled_b = _windows(2.8, 0) + _windows(2.8, 0.01)
-    assert yarn.p_value == rep.wilcoxon_signed_rank(pooled_a, pooled_b)[1]
-    assert yarn.windows == 80 and yarn.lower
-    assert yarn.ratio[0] == pytest.approx(math.exp(-1.0))
+    assert yarn.test.differences == pytest.approx((-1.0, -1.01))  # paired by seed
+    assert yarn.window_p == tuple(  # per checkpoint, seed by seed: never pooled
+        rep.wilcoxon_signed_rank(_windows(2.8, -1.0), _windows(2.8, 0.01 * s))[1] for s in (0, 1)
+    )
+    assert yarn.b_perplexity == pytest.approx(sum(trained) / 2)
     scratch = tests[("fine-tuned linear s=4", "from scratch")]
-    assert scratch.ratio[0] == pytest.approx(math.exp(0.4 - 1.45), rel=1e-9)
-    assert scratch.lower and tests[("fine-tuned yarn s=4", "zero-shot yarn s=4")].lower
+    assert scratch.test.mean == pytest.approx(0.4 - 1.45) and scratch.test.p_sign_flip == 0.5
+    words = rep.words(scratch, 0.5)
+    assert words.startswith(f"x{math.exp(0.4 - 1.45):.2f} (loss -1.050 nats")
+    assert "sign-flip p=0.5, Holm p=0.5): not significant at the seed level" in words
+    table = rep.tests_table(study_records)
+    assert "significant at the seed level" in table and "): significant" not in table  # 2 seeds
+
+
+def test_budgets_are_named_and_unequal_ones_flagged(study_records):
+    for r in study_records:
+        child = r.get("parent") is not None
+        steps, batch = (200, 8) if child else (1000, 32)
+        r["config"]["train"] = {"steps": steps, "batch_size": batch}
+        r["train_steps"] = steps
+    scratch = [r for r in study_records if r["train_lengths"][1] == 256 and not r.get("parent")]
+    for r in scratch:
+        r["config"]["train"] = {"steps": 1000, "batch_size": 8}
+        r["train_steps"] = 1000
+    line = rep.budget_line(study_records)
+    assert "fine-tuned 2,457,600 tokens" in line and "from scratch 2,048,000 tokens" in line
+    assert "UNEQUAL" in line
+    for r in scratch:
+        r["train_steps"] = 1200
+    assert rep.budget_line(study_records).endswith("(equal)")
 
 
 def test_findings_follow_the_numbers(study_records):
     assert "**agrees**" in rep.peng_finding(study_records)
     chen = rep.chen_finding(study_records)
-    zero = math.exp(sum(_windows(2.8, -0.2)) / 40)
-    assert "**agrees**" in chen and f"zero-shot {zero:.2f}" in chen
+    assert "**agrees**" in chen and chen.count(": agrees, [") == 3  # each of Chen's 3 claims
+    assert "fine-tuned none - fine-tuned linear +0.200 nats" in chen
     # zero-shot PI as good as fine-tuned: the finding turns
     flipped = [
         _lm_record(

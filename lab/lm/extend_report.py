@@ -13,18 +13,19 @@ committed ``results.json`` alone rebuilds the report:
 - ``from scratch``: no parent, trained at a longer length than the parents.
 
 Lengths are named by their multiple of the parents' training length ``L`` (``4x`` is ``4L``
-tokens for every run, whatever its own training length). Every run scores the same held-out
-windows at a length (the LM evaluation's contract), so two runs pair window by window: the
-Wilcoxon signed-rank test on their per-window losses (:func:`wilcoxon_signed_rank`), per seed
-and pooled over seeds; across two or more seeds the difference must also point the same way in
-every seed to be called significant (as :attr:`lab.stats.intervals.Comparison.significant`), and
-the perplexity ratio gets a 95% t-interval over seeds (:func:`lab.stats.intervals.t_interval`).
+tokens for every run, whatever its own training length). Arms are compared at the seed level
+(:func:`paired`): runs pair by seed, the per-seed difference in mean loss gets a t-interval and
+the paired t and sign-flip tests, with Holm's correction over the report's table. Every run
+scores the same held-out windows, so a seed's two checkpoints also pair window by window; that
+Wilcoxon signed-rank p (:func:`wilcoxon_signed_rank`) describes those checkpoints only. The
+budgets line names each arm's training tokens (:func:`budget_line`).
 
 Findings against Peng et al. 2023 ("YaRN: Efficient Context Window Extension of Large Language
 Models", sec. 3 and table 1: NTK-aware, dynamic NTK and YaRN lower RoPE's perplexity past its
 training length without fine-tuning) and Chen et al. 2023 ("Extending Context Window of Large
-Language Models via Positional Interpolation", sec. 3.2 and table 1: position interpolation
-needs a short fine-tuning), each with its deciding numbers and a verdict.
+Language Models via Positional Interpolation": every claim of theirs the study measures,
+:data:`CHEN_CLAIMS`), each claim a three-valued verdict on its seed-level interval
+(:func:`lab.lm.findings.part`).
 """
 
 from __future__ import annotations
@@ -38,18 +39,20 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
+from lab.lm.findings import LOSS_MARGIN, finding, part
 from lab.reporting.tables import format_table
-from lab.stats.intervals import ALPHA, t_interval
+from lab.stats.intervals import t_interval
+from lab.stats.seed_stats import ALPHA, Paired, holm
+from lab.stats.seed_stats import paired as seed_paired
+from lab.stats.verdicts import Claim
 
 Result = dict[str, Any]
 KINDS = ("as trained", "zero-shot", "fine-tuned", "from scratch")
 ZERO_SHOT_RULES = ("ntk", "dynamic", "yarn")
 """The rules Peng et al. 2023 say extend RoPE without fine-tuning."""
-CLOSE = 1.10
-"""Position interpolation "works without fine-tuning" when its zero-shot perplexity at the
-longer length is within this factor of the parent's perplexity at ``L``."""
 PENG = "Peng et al. 2023 (NTK/dynamic/YaRN lower RoPE's perplexity past L without fine-tuning)"
-CHEN = "Chen et al. 2023 (position interpolation needs fine-tuning)"
+CHEN = "Chen et al. 2023 (position interpolation: beats no rule, needs fine-tuning, beats plain "
+CHEN += "fine-tuning)"
 
 
 def wilcoxon_signed_rank(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -166,82 +169,62 @@ def perplexity_table(results: list[Result]) -> str:
     return format_table(heads, rows)
 
 
-@dataclass
-class Paired:
-    """Runs ``a`` against runs ``b`` on the same windows at one length, over their shared seeds.
+@dataclass(frozen=True)
+class ArmTest:
+    """Runs ``a`` against runs ``b`` at one length, paired by seed.
 
     Attributes:
-        a_perplexity, b_perplexity: mean over seeds of each side's perplexity.
-        ratio: ``a_perplexity / b_perplexity`` per seed (below 1: ``a`` is better).
-        p_value: Wilcoxon signed-rank p over every seed's window pairs, pooled.
-        seed_p: the same test per seed.
-        windows: window pairs, summed over seeds.
+        test: per-seed mean loss of ``a`` minus ``b`` (nats/token; negative: ``a`` is better),
+            :func:`lab.stats.seed_stats.paired`: the seed-level evidence.
+        a_perplexity, b_perplexity: mean over the shared seeds of each side's perplexity.
+        window_p: per shared seed, the Wilcoxon signed-rank p of the two checkpoints' window
+            losses (:func:`wilcoxon_signed_rank`): describes these runs, decides nothing.
     """
 
+    test: Paired
     a_perplexity: float
     b_perplexity: float
-    ratio: tuple[float, ...]
-    p_value: float
-    seed_p: tuple[float, ...]
-    windows: int
-
-    @property
-    def same_sign(self) -> bool:
-        """The ratio is on one side of 1 in every seed."""
-        return all(r < 1 for r in self.ratio) or all(r > 1 for r in self.ratio)
-
-    @property
-    def significant(self) -> bool:
-        """``p_value < ALPHA`` and (with several seeds) the same sign in every seed."""
-        return self.p_value < ALPHA and self.same_sign
-
-    @property
-    def lower(self) -> bool:
-        """``a`` has the significantly lower perplexity."""
-        return self.significant and all(r < 1 for r in self.ratio)
+    window_p: tuple[float, ...]
 
 
-def paired(a: dict[int, Result], b: dict[int, Result], length: int) -> Paired | None:
+def _losses(runs: dict[int, Result], length: int) -> dict[int, float]:
+    """Seed -> mean loss (nats/token) at ``length`` tokens of each run that supports it."""
+    rows = {seed: row_at(run, length) for seed, run in runs.items()}
+    return {seed: row["loss"] for seed, row in rows.items() if row is not None}
+
+
+def paired(a: dict[int, Result], b: dict[int, Result], length: int) -> ArmTest | None:
     """Compare ``a`` and ``b`` (seed -> record) at ``length`` tokens; None when no seed has
-    both sides with the same windows there."""
-    pairs = []
-    for seed in sorted(set(a) & set(b)):
-        row_a, row_b = row_at(a[seed], length), row_at(b[seed], length)
-        if row_a and row_b and len(row_a["window_losses"]) == len(row_b["window_losses"]):
-            pairs.append((row_a, row_b))
-    if not pairs:
+    both sides there."""
+    test = seed_paired(_losses(a, length), _losses(b, length))
+    if test is None:
         return None
-    pooled_a = [x for row_a, _ in pairs for x in row_a["window_losses"]]
-    pooled_b = [x for _, row_b in pairs for x in row_b["window_losses"]]
-    return Paired(
-        sum(ra["perplexity"] for ra, _ in pairs) / len(pairs),
-        sum(rb["perplexity"] for _, rb in pairs) / len(pairs),
-        tuple(ra["perplexity"] / rb["perplexity"] for ra, rb in pairs),
-        wilcoxon_signed_rank(pooled_a, pooled_b)[1],
-        tuple(
-            wilcoxon_signed_rank(ra["window_losses"], rb["window_losses"])[1] for ra, rb in pairs
-        ),
-        len(pooled_a),
+    rows = [(row_at(a[s], length), row_at(b[s], length)) for s in test.seeds]
+    window_p = tuple(
+        wilcoxon_signed_rank(ra["window_losses"], rb["window_losses"])[1]
+        for ra, rb in rows
+        if len(ra["window_losses"]) == len(rb["window_losses"])
     )
+    a_ppl = sum(ra["perplexity"] for ra, _ in rows) / len(rows)
+    b_ppl = sum(rb["perplexity"] for _, rb in rows) / len(rows)
+    return ArmTest(test, a_ppl, b_ppl, window_p)
 
 
-def words(test: Paired) -> str:
-    """``'0.61x, Wilcoxon p=1.2e-40 over 256 windows, significant'``, with the t-interval of
-    the ratio over seeds when there are several, and what a small p missed."""
-    ratio = sum(test.ratio) / len(test.ratio)
-    text = f"{ratio:.2f}x"
-    if len(test.ratio) > 1:
-        interval = t_interval(list(test.ratio))
-        text += f" [{interval.low:.2f}, {interval.high:.2f}] over {len(test.ratio)} seeds"
-    text += f", Wilcoxon p={test.p_value:.1e} over {test.windows} windows"
-    if test.significant:
-        seeds = ""
-        if len(test.ratio) > 1 and interval.low <= 1 <= interval.high:
-            seeds = f"; over {len(test.ratio)} seeds alone the interval includes 1"
-        return f"{text}, significant over windows (p < {ALPHA}, one sign in every seed){seeds}"
-    if test.p_value < ALPHA:
-        return f"{text}, not significant: the ratio is not on one side of 1 in every seed"
-    return f"{text}, not significant (needs p < {ALPHA})"
+def words(arm: ArmTest, holm_p: float | None = None) -> str:
+    """``'x0.69 (loss -0.371 nats [-0.52, -0.22] over 2 seeds, t p=0.02, sign-flip p=0.5,
+    Holm p=1): not significant; per-checkpoint Wilcoxon p 1e-40, 2e-41'``."""
+    t = arm.test
+    span = "" if t.low is None else f" [{t.low:+.3f}, {t.high:+.3f}]"
+    p_t = "-" if t.p_t is None else f"{t.p_t:.2g}"
+    text = f"x{math.exp(t.mean):.2f} (loss {t.mean:+.3f} nats{span} over {t.n} seed(s), "
+    text += f"t p={p_t}, sign-flip p={t.p_sign_flip:.2g}"
+    if holm_p is not None:
+        text += f", Holm p={holm_p:.2g}): "
+        text += "significant" if holm_p < ALPHA else "not significant at the seed level"
+    else:
+        text += ")"
+    windows = ", ".join(f"{p:.1e}" for p in arm.window_p)
+    return text + (f"; per-checkpoint Wilcoxon p {windows}" if windows else "")
 
 
 def comparisons(results: list[Result]) -> list[tuple[str, str, Paired | None]]:
@@ -281,14 +264,19 @@ def target_length(results: list[Result], original: int) -> int:
 
 
 def tests_table(results: list[Result]) -> str:
-    """Markdown table of :func:`comparisons`: both perplexities, the ratio and the test."""
+    """Markdown table of :func:`comparisons`: both perplexities and the seed-level test, with
+    Holm's adjusted p over the table's comparisons."""
+    found = comparisons(results)
+    measured = [arm for *_, arm in found if arm is not None]
+    adjusted = iter(holm([arm.test.p_value for arm in measured]))
     rows = []
-    for a, b, test in comparisons(results):
-        if test is None:
-            rows.append([a, b, "-", "-", "not measured (no shared seed or windows)"])
+    for a, b, arm in found:
+        if arm is None:
+            rows.append([a, b, "-", "-", "not measured (no shared seed)"])
             continue
-        rows.append([a, b, f"{test.a_perplexity:.2f}", f"{test.b_perplexity:.2f}", words(test)])
-    return format_table(["A", "B", "perplexity A", "perplexity B", "A / B, paired test"], rows)
+        shown = [f"{arm.a_perplexity:.2f}", f"{arm.b_perplexity:.2f}", words(arm, next(adjusted))]
+        rows.append([a, b, *shown])
+    return format_table(["A", "B", "perplexity A", "perplexity B", "A / B, paired by seed"], rows)
 
 
 def _by_rule(results: list[Result], kind: str, rule: str) -> dict[int, Result]:
@@ -301,58 +289,73 @@ def _by_rule(results: list[Result], kind: str, rule: str) -> dict[int, Result]:
     return runs
 
 
+def _claim_part(a: dict[int, Result], b: dict[int, Result], length: int, what: str, m: int):
+    """The part "``b``'s loss minus ``a``'s at ``length`` > LOSS_MARGIN" (``a`` better by more
+    than 5% perplexity) at level ``1 - 0.05 / m``, or None when no seed has both."""
+    return part(_losses(b, length), _losses(a, length), Claim("greater", LOSS_MARGIN), m, what)
+
+
 def peng_finding(results: list[Result]) -> str:
-    """Zero-shot NTK, dynamic NTK and YaRN against RoPE as trained at the longer length:
-    agrees when every rule measured has a significantly lower perplexity, disagrees when none
-    has, mixed otherwise."""
+    """Zero-shot NTK, dynamic NTK and YaRN against RoPE as trained at the longer length: each
+    rule's loss below as trained's by more than :data:`lab.lm.findings.LOSS_MARGIN`, per seed
+    (Bonferroni over the rules measured)."""
     original, groups = grouped(results)
     length = target_length(results, original)
     trained = groups.get(("as trained", ""), {})
-    tests = {
-        rule: paired(_by_rule(results, "zero-shot", rule), trained, length)
-        for rule in ZERO_SHOT_RULES
-    }
-    tests = {rule: test for rule, test in tests.items() if test is not None}
-    if not tests:
-        return (
-            f"- {PENG}: **not measured** (needs RoPE as trained and zero-shot ntk, dynamic or "
-            f"yarn at {length // original}x)"
-        )
-    lower = [rule for rule, test in tests.items() if test.lower]
-    verdict = "agrees" if len(lower) == len(tests) else ("disagrees" if not lower else "mixed")
-    first = next(iter(tests.values()))
-    parts = [f"{rule} {t.a_perplexity:.2f} ({words(t)})" for rule, t in tests.items()]
-    return (
-        f"- {PENG}: **{verdict}**. Perplexity at {length // original}x ({length} tokens): RoPE "
-        f"as trained {first.b_perplexity:.2f}; " + "; ".join(parts)
-    )
+    rules = {rule: _by_rule(results, "zero-shot", rule) for rule in ZERO_SHOT_RULES}
+    rules = {rule: runs for rule, runs in rules.items() if runs and _losses(runs, length)}
+    needs = f"RoPE as trained and zero-shot ntk, dynamic or yarn at {length // original}x"
+    parts = [
+        _claim_part(runs, trained, length, f"as trained - {rule}", len(rules))
+        for rule, runs in rules.items()
+    ]
+    claim = f"loss at {length // original}x ({length} tokens), claim: as trained minus the rule"
+    return "- " + finding(PENG, parts, f"{claim} > {LOSS_MARGIN:.3f}", needs)
+
+
+CHEN_CLAIMS = (
+    (
+        "as trained",
+        "zero-shot linear",
+        "zero-shot interpolation beats no rule past L",
+        "Chen et al. report zero-shot interpolation at 16.10 where extrapolation exceeds 1000",
+    ),
+    (
+        "zero-shot linear",
+        "fine-tuned linear",
+        "interpolation needs fine-tuning",
+        "a short fine-tuning brings it back near the model's perplexity at L",
+    ),
+    (
+        "fine-tuned none",
+        "fine-tuned linear",
+        "fine-tuning with interpolation beats plain fine-tuning",
+        "table 1: interpolation fine-tuning below direct fine-tuning",
+    ),
+)
+"""Chen et al. 2023's three claims the study measures: ``(worse arm, better arm, claim, the
+paper's evidence)``; each agrees when the better arm's loss is lower by more than the margin."""
 
 
 def chen_finding(results: list[Result]) -> str:
-    """Position interpolation zero-shot against fine-tuned at the longer length: agrees when
-    fine-tuning lowers its perplexity significantly and zero-shot PI is above :data:`CLOSE`
-    times RoPE as trained at ``L``; disagrees when neither holds; mixed otherwise."""
+    """Chen et al. 2023, every claim the study measures (:data:`CHEN_CLAIMS`), each with its
+    seed-level verdict (Bonferroni over the three) beside the paper's evidence."""
     original, groups = grouped(results)
     length = target_length(results, original)
-    zero = _by_rule(results, "zero-shot", "linear")
-    tuned = _by_rule(results, "fine-tuned", "linear")
-    test = paired(tuned, zero, length)
-    trained = groups.get(("as trained", ""), {})
-    at_l = [row_at(run, original) for run in trained.values()]
-    if test is None or not at_l or None in at_l:
-        return (
-            f"- {CHEN}: **not measured** (needs RoPE as trained at 1x, and linear zero-shot "
-            f"and fine-tuned at {length // original}x)"
-        )
-    base = sum(row["perplexity"] for row in at_l) / len(at_l)
-    helps, fails_alone = test.lower, test.b_perplexity > CLOSE * base
-    verdict = {2: "agrees", 1: "mixed", 0: "disagrees"}[helps + fails_alone]
-    return (
-        f"- {CHEN}: **{verdict}**. At {length // original}x ({length} tokens): position "
-        f"interpolation zero-shot {test.b_perplexity:.2f}, fine-tuned {test.a_perplexity:.2f} "
-        f"(fine-tuned / zero-shot {words(test)}); RoPE as trained at 1x {base:.2f} (zero-shot "
-        f"PI {'above' if fails_alone else 'within'} {CLOSE:.2f}x of it)"
-    )
+    arms = {
+        "as trained": groups.get(("as trained", ""), {}),
+        "zero-shot linear": _by_rule(results, "zero-shot", "linear"),
+        "fine-tuned linear": _by_rule(results, "fine-tuned", "linear"),
+        "fine-tuned none": _by_rule(results, "fine-tuned", "none"),
+    }
+    parts = []
+    for worse, better, claim, paper in CHEN_CLAIMS:
+        found = _claim_part(arms[better], arms[worse], length, f"{worse} - {better}", 3)
+        parts.append(None if found is None else (found[0], f"{claim} ({paper}): {found[1]}"))
+    at = f"{length // original}x"
+    needs = f"RoPE as trained, linear zero-shot and fine-tuned, and plain fine-tuning at {at}"
+    claim = f"loss at {at} ({length} tokens), each claim: difference > {LOSS_MARGIN:.3f}"
+    return "- " + finding(CHEN, parts, claim, needs)
 
 
 def report_text(results: list[Result]) -> str:
@@ -371,9 +374,13 @@ def report_text(results: list[Result]) -> str:
             "",
             f"## Paired tests at {length // original}x ({length} tokens)",
             "",
-            "Same held-out windows for every run; Wilcoxon signed-rank test on per-window "
-            "losses, pooled over seeds; significant: p < 0.05 and, with several seeds, the "
-            "same sign in every seed.",
+            "The seed is the unit of evidence: runs pair by seed, and the per-seed difference "
+            "in mean loss (nats/token; x: the perplexity ratio) gets a 95% t-interval, the "
+            "paired t-test and the exact sign-flip test; significant when both reject after "
+            "Holm's correction over the table (below 6 seeds the sign-flip test cannot "
+            "reject). Every run scores the same held-out windows, so each seed's two "
+            "checkpoints also pair window by window: that Wilcoxon p describes those runs "
+            "only. Budgets: " + budget_line(results) + ".",
             "",
             tests_table(results),
             "",
@@ -384,6 +391,40 @@ def report_text(results: list[Result]) -> str:
             "",
         ]
     )
+
+
+def budget_line(results: list[Result]) -> str:
+    """The training tokens of each kind of arm (steps x batch x training length, the mean over
+    its runs, a fine-tuned run's parent included), e.g. ``'from scratch 2,457,600 tokens,
+    fine-tuned 2,457,600 (parent + fine-tuning)'``; unequal budgets are named."""
+    original, groups = grouped(results)
+    tokens: dict[str, list[int]] = {}
+    parents = {r["seed"]: r for r in results if role(r, original)[0] == "as trained"}
+    for (kind, _), runs in groups.items():
+        if kind not in ("fine-tuned", "from scratch"):
+            continue
+        for seed, run in runs.items():
+            own = _tokens(run)
+            if kind == "fine-tuned":
+                own = None if seed not in parents or own is None else own + _tokens(parents[seed])
+            if own is not None:
+                tokens.setdefault(kind, []).append(own)
+    means = {kind: round(sum(v) / len(v)) for kind, v in tokens.items()}
+    if not means:
+        return "not recorded (no fine-tuned or from-scratch run records its steps and batch)"
+    text = ", ".join(f"{kind} {value:,} tokens" for kind, value in means.items())
+    if len(set(means.values())) > 1:
+        return text + " (UNEQUAL: the from-scratch comparison is not at an equal budget)"
+    return text + " (equal)"
+
+
+def _tokens(result: Result) -> int | None:
+    """Training tokens of one run, or None when its record lacks the train section."""
+    train = result["config"].get("train")
+    if not train:
+        return None
+    steps = result.get("train_steps") or train["steps"]
+    return steps * train["batch_size"] * result["train_lengths"][1]
 
 
 CSV_FIELDS = ("run", "kind", "rule", "seed", "length", "multiple", "perplexity")
