@@ -344,7 +344,7 @@ def test_the_lm_page_and_its_report_come_from_its_committed_runs(tmp_path: Path)
     page = (RESULTS / "lm.md").read_text()
     assert {r["position"] for r in results} == {"none", "learned", "sinusoidal", "rope", "alibi"}
     assert perplexity_table(results, "text") in page
-    assert all(line in page for line in lm_findings(results)) and len(lm_findings(results)) == 5
+    assert all(line in page for line in lm_findings(results)) and len(lm_findings(results)) == 6
     for figure in ("perplexity_vs_length.png", "loss_vs_position.png"):
         assert f"(lm/{figure})" in page and (RESULTS / "lm" / figure).is_file()
 

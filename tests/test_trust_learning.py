@@ -236,7 +236,7 @@ def test_a_capped_run_is_marked_not_learned_and_left_out(tmp_path: Path) -> None
     table = headline_table(results, "copy")
     alibi = next(line for line in table.splitlines() if line.startswith("| alibi"))
     cells = [c.strip() for c in alibi.strip("|").split("|")]
-    assert cells[1:3] == ["2", "1"] and cells[4].startswith("92.5 [")
+    assert cells[2:4] == ["2", "1"] and cells[5].startswith("92.5 [")
     assert "not learned" in table.splitlines()[0]
     line = left_out_line(results)
     assert line.startswith("Left out as not learned: 2 of 15 runs (")
