@@ -26,7 +26,7 @@ import torch
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
 from lab.common.signals import run_program
-from lab.common.smoke import SMOKE_NOTE
+from lab.stats.verdicts import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
 from lab.sweeps.local import parallel_runs, run_all
 from lab.sweeps.summary import report

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
-from lab.common.smoke import SMOKE_NOTE
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.size import parameters_cell
 from lab.lm import figures
@@ -31,6 +30,7 @@ from lab.lm.findings import lm_findings
 from lab.reporting.aggregate import groups, tasks
 from lab.reporting.tables import DASH, format_table
 from lab.stats.seed_stats import ALPHA, Paired
+from lab.stats.verdicts import SMOKE_NOTE
 
 Result = dict[str, Any]
 LM_REPORT_NAMES = (
@@ -229,7 +229,7 @@ def lm_markdown(
     results: list[Result], out_dir: str | Path | None = None, smoke: bool = False
 ) -> str:
     """``lm_report.md``: corpus and settings, per task the tables and findings, the figures and
-    one row per run; a ``smoke`` report has :data:`lab.common.smoke.SMOKE_NOTE` instead of
+    one row per run; a ``smoke`` report has :data:`lab.stats.verdicts.SMOKE_NOTE` instead of
     tests and findings."""
     results = ordered(results)
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in results}))

@@ -26,7 +26,6 @@ from typing import Any
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
 from data.streams import evaluation_set
 from lab.common.config import config_from_dict
-from lab.common.smoke import SMOKE_NOTE
 from lab.diagnostics.report import diagnostics_section
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
@@ -43,6 +42,7 @@ from lab.reporting.aggregate import (
 )
 from lab.reporting.findings import findings
 from lab.reporting.tables import DASH, position_options, summary_table, task_options
+from lab.stats.verdicts import SMOKE_NOTE
 
 Result = dict[str, Any]
 
@@ -100,7 +100,7 @@ def answer(
     """The ablation's answer as Markdown lines: per task the headline table, then the
     significant differences, the shortcut baselines and the findings against the literature,
     each under the lines ``heading(title)`` (``report.md`` and the README style them apart);
-    for a ``smoke`` sweep the tables and :data:`lab.common.smoke.SMOKE_NOTE`, no tests."""
+    for a ``smoke`` sweep the tables and :data:`lab.stats.verdicts.SMOKE_NOTE`, no tests."""
     lines = [SMOKE_NOTE, ""] if smoke else []
     for task in tasks(results):
         lines += heading(f"{task}: exact-match at multiples of the longest training length")
@@ -161,7 +161,7 @@ def markdown_report(
     results: list[Result], out_dir: str | Path | None = None, smoke: bool = False
 ) -> str:
     """The whole ``report.md`` text for ``results`` (``eval.json`` dicts, any order); a
-    ``smoke`` report has :data:`lab.common.smoke.SMOKE_NOTE` instead of tests and findings."""
+    ``smoke`` report has :data:`lab.stats.verdicts.SMOKE_NOTE` instead of tests and findings."""
     lines = ["# Evaluation report", ""]
     lines += answer(results, lambda title: [f"## {title}", ""], smoke)
     for task in tasks(results):

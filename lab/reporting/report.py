@@ -46,8 +46,8 @@ def write_reports(
         results: ``eval.json`` dicts (from :func:`lab.evaluation.evaluate.evaluate_run`), at least
         one.
         out_dir: destination folder (created if needed).
-        smoke: the runs are a smoke test (:mod:`lab.common.smoke`): the reports carry its note
-            instead of significance tests and findings.
+        smoke: the runs are a smoke test: the reports carry
+            :data:`lab.stats.verdicts.SMOKE_NOTE` instead of significance tests and findings.
 
     Returns:
         ``{"csv", "json", "markdown", "plot", "learning_speed", "order_sensitivity"}`` -> path

@@ -34,6 +34,13 @@ from dataclasses import dataclass
 from lab.stats.seed_stats import ALPHA, seeds_for_half_width
 
 AGREES, DISAGREES, INCONCLUSIVE = "agrees", "disagrees", "inconclusive"
+SMOKE_NOTE = (
+    "**Smoke test** (`smoke: true` in its sweep file): short training and small evaluation "
+    "sets check that the pipeline runs end to end. Its models are undertrained, so this report "
+    "tests no differences between schemes and gives no findings against the literature."
+)
+"""What a smoke sweep's reports and console lines carry instead of any test or verdict
+(``configs/quick.yaml``, ``configs/lm_quick.yaml``, ``configs/suite_quick.yaml``)."""
 KINDS = ("greater", "no_worse", "at_most", "at_least", "within")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lab.common.files import atomic_write
 from lab.common.machine import describe, machine_info
-from lab.common.smoke import SMOKE_NOTE
+from lab.stats.verdicts import SMOKE_NOTE
 
 
 def report(
@@ -18,7 +18,7 @@ def report(
 ) -> int:
     """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
     table, the "where it fails" lines, which findings it could decide (none for a ``smoke``
-    sweep: :data:`lab.common.smoke.SMOKE_NOTE` instead) and where everything is.
+    sweep: :data:`lab.stats.verdicts.SMOKE_NOTE` instead) and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or

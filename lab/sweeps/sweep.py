@@ -68,7 +68,7 @@ class Sweep:
         command_line: single-value ``key=value`` overrides from the command line; they are
             applied after ``base`` and ``when``, so a value the user typed always wins.
         smoke: the file says ``smoke: true``: a pipeline check whose reports carry
-            :data:`lab.common.smoke.SMOKE_NOTE` instead of significance tests and findings.
+            :data:`lab.stats.verdicts.SMOKE_NOTE` instead of significance tests and findings.
     """
 
     out_dir: str
