@@ -369,3 +369,51 @@ def test_a_parent_with_another_schemes_options_can_be_compared_with_its_child():
     }
     assert changed_keys(child, parent)["model.options.learned.max_positions"] == (None, 1024)
     check_architecture(parent, child)  # no error: the architecture is the same
+
+
+def test_the_figure_names_one_line_per_arm_and_marks_the_training_lengths(study_records, tmp_path):
+    """extend_figure draws one labelled line per arm (as trained, four zero-shot rules, three
+    fine-tuned rules, from scratch: nine), each the geometric mean over its seeds, every seed a
+    faint unlabelled dot, and one labelled vertical line per training length (64: the parents;
+    256: fine-tuned and from scratch); the legend names them all and lies inside the figure.
+    The report and the page show it."""
+    from lab.lm.figures import arm_label, extend_figure
+
+    _, groups = rep.grouped(study_records)
+    figure = extend_figure(*rep.grouped(study_records))
+    (ax,) = figure.axes
+    labelled = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    arms = [arm_label(kind, rule, len(runs)) for (kind, rule), runs in groups.items()]
+    assert len(arms) == 9 and arms[0] == "as trained (mean of 2 seeds)"
+    assert [line.get_label() for line in labelled[:9]] == arms
+    assert [line.get_label() for line in labelled[9:]] == [
+        "training length 64: parents",
+        "training length 256: fine-tuned, from scratch",
+    ]
+    assert [list(line.get_xdata()) for line in labelled[9:]] == [[64, 64], [256, 256]]
+    trained = [math.exp(sum(_windows(2.8, 0.01 * s)) / 40) for s in (0, 1)]
+    assert labelled[0].get_ydata()[1] == pytest.approx(math.sqrt(trained[0] * trained[1]))
+    assert ax.get_xscale() == "log"
+    figure.canvas.draw()
+    (legend,) = figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == [line.get_label() for line in labelled]
+    box, frame = legend.get_window_extent(), figure.bbox
+    assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= frame.x1 and box.y1 <= frame.y1
+    paths = rep.write_extend_report(study_records, tmp_path)
+    assert paths["figure"] == tmp_path / "perplexity_vs_length.png"
+    assert paths["figure"].read_bytes()[:4] == b"\x89PNG"
+    line = "![perplexity against evaluation length, every arm](perplexity_vs_length.png)"
+    assert line in paths["report"].read_text()
+    folder = tmp_path / "lm-extend"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(study_records))
+    assert "every arm](lm-extend/" not in rep.lm_extend_page(folder, "publish")  # no file yet
+    (folder / "perplexity_vs_length.png").write_bytes(paths["figure"].read_bytes())
+    page = rep.lm_extend_page(folder, "publish")
+    assert "every arm](lm-extend/perplexity_vs_length.png)" in page
+    no_windows = json.loads(json.dumps(study_records))
+    for record in no_windows:
+        for row in record["lengths"]:
+            del row["window_losses"]
+    with pytest.raises(ValueError, match="nothing to draw"):
+        extend_figure(*rep.grouped(no_windows))

@@ -403,3 +403,48 @@ def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Pa
     assert table in section and table.splitlines()[3] == "| `learned` | 1 | 96.7 | — | 0.5 (90.0) |"
     assert "![passkey exact-match by depth and length](passkey_grid.png)" in section
     assert head + "## Where it fails\n" + tail == plain
+
+
+def _inside(legend, figure) -> bool:
+    """Whether ``legend``'s drawn box lies within ``figure``'s (after a draw)."""
+    box, frame = legend.get_window_extent(), figure.bbox
+    return box.x0 >= frame.x0 and box.y0 >= frame.y0 and box.x1 <= frame.x1 and box.y1 <= frame.y1
+
+
+@pytest.mark.parametrize("extra", [0, 6])
+def test_the_passkey_curves_legend_names_every_line_inside_the_saved_figure(tmp_path, extra):
+    """The committed passkey sweep draws 9 lines in one narrow panel (the legend of 7 columns
+    was cut off on both sides); with 6 more rules, 15: every line is named in the one legend,
+    whose box lies within the figure, so within the PNG saved without a tight crop."""
+    from PIL import Image
+
+    from lab.evaluation.figure import plot_accuracy_vs_length
+    from lab.reporting.pages import RESULTS as PUBLISHED
+
+    results = json.loads((PUBLISHED / "passkey" / "results.json").read_text())
+    rope = next(
+        r
+        for r in results
+        if r["position"] == "rope" and not r["config"]["eval"].get("position_options")
+    )
+    for factor in range(extra):  # more rules: more lines, as a larger sweep draws
+        more = json.loads(json.dumps(rope))
+        more["config"]["eval"]["position_options"] = {
+            "scaling": "yarn",
+            "scaling_factor": 10 + factor,
+        }
+        results.append(more)
+    figure = plot_accuracy_vs_length(results, tmp_path / "accuracy_vs_length.png")
+    (ax,) = figure.axes
+    assert len(ax.containers) == 9 + extra
+    figure.canvas.draw()
+    (legend,) = figure.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    assert [c.get_label() for c in ax.containers] == names[2:]  # one entry per line
+    assert names[:2] == ["training range", "longest training length"]
+    looks = {(c.lines[0].get_color(), c.lines[0].get_marker()) for c in ax.containers}
+    assert len(looks) == len(ax.containers)  # past ten colours, the markers change
+    assert _inside(legend, figure)
+    with Image.open(tmp_path / "accuracy_vs_length.png") as image:  # written at 120 dpi
+        saved = image.size
+    assert saved == pytest.approx(tuple(figure.get_size_inches() * 120), abs=1)  # not cropped

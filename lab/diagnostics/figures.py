@@ -11,6 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from lab.diagnostics.summary import mean_points
+from lab.evaluation.figure import line_style, outside_legend
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import groups, tasks
 
@@ -23,6 +24,8 @@ PANELS = {
 }
 """The sweep figure's columns: a statistic (mean over layers and heads; the aligned head's for
 the alignment) -> its axis label."""
+TRAINED = "longest training length"
+"""The legend's name of the dashed line at the longest training length."""
 
 
 def _layer_means(run: Result, statistic: str) -> dict[int, list[float]]:
@@ -48,24 +51,33 @@ def _curve(runs: list[Result], statistic: str) -> tuple[list[float], list[float]
 def attention_figure(results: list[Result]) -> Figure:
     """One row per task, one column per :data:`PANELS` entry, one line per scheme (means over
     its learned runs, or all its runs when none learned); x is the length over the longest
-    training length, the dashed line at 1."""
+    training length, the dashed line at 1; one legend right of the panels names every line."""
     names = tasks(results)
-    colours: dict[str, str] = {}  # one colour per scheme across the tasks
+    styles: dict[str, dict] = {}  # one look per scheme across the tasks
     figure = Figure(figsize=(15, 3.6 * len(names)), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(len(names), len(PANELS), squeeze=False)
     for row, task in zip(axes, names, strict=True):
+        for ax in row:
+            ax.axvline(1.0, color="grey", linestyle="--", linewidth=1, label=TRAINED)
         for scheme, runs in groups(results, task).items():
-            colour = colours.setdefault(scheme, f"C{len(colours) % 10}")
+            style = styles.setdefault(scheme, line_style(len(styles)))
             for ax, statistic in zip(row, PANELS, strict=True):
                 x, y = _curve(learned_only(runs) or runs, statistic)
                 if x:
-                    ax.plot(x, y, "o-", color=colour, label=scheme, markersize=3)
+                    ax.plot(
+                        x,
+                        y,
+                        color=style["color"],
+                        marker=style["marker"],
+                        linestyle=style["linestyle"],
+                        label=scheme,
+                        markersize=3,
+                    )
         for ax, label in zip(row, PANELS.values(), strict=True):
-            ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
             ax.set(title=f"{task}: {label}", xlabel="length / longest training length")
-        row[0].legend(fontsize=8)
     figure.suptitle("attention against length (answer queries; means over seeds)")
+    outside_legend(figure, side="right")
     return figure
 
 
@@ -81,8 +93,16 @@ def run_figure(result: Result) -> Figure:
         lengths = sorted(by_length)
         for layer in range(len(by_length[lengths[0]]) if lengths else 0):
             values = [by_length[n][layer] for n in lengths]
-            ax.plot(lengths, values, "o-", color=f"C{layer}", label=f"layer {layer}")
-        ax.axvline(high, color="grey", linestyle="--", linewidth=1)
+            style = line_style(layer)
+            ax.plot(
+                lengths,
+                values,
+                color=style["color"],
+                marker=style["marker"],
+                linestyle=style["linestyle"],
+                label=f"layer {layer}",
+            )
+        ax.axvline(high, color="grey", linestyle="--", linewidth=1, label=TRAINED)
         ax.set(title=PANELS[statistic], xlabel="length")
-    axes[0].legend(fontsize=8)
+    outside_legend(figure, side="right")
     return figure

@@ -1,4 +1,12 @@
-"""Exact-match against length: the figure of one run (TensorBoard) and of a sweep."""
+"""Exact-match against length: the figure of one run (TensorBoard) and of a sweep; and the
+legend every figure of the project uses.
+
+One legend per figure, outside its axes, never cut off (:func:`outside_legend`): it goes beside
+or below the axes under the constrained layout, takes as many columns as fit the figure's
+width, and grows the figure by its size, so at any number of labels it lies inside the saved
+PNG. :func:`line_style` gives the ``i``-th line a look of its own past the ten colours of
+matplotlib's cycle (the eleventh line is not the first one again).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,113 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 
 from lab.common.files import atomic_writer
 from lab.evaluation.labels import scheme_label
 from lab.evaluation.learned import is_learned
 from lab.stats.intervals import t_interval
 from model.position import available_schemes
+
+MARGIN = 0.15
+"""Inches kept between the legend and the figure's edge when the figure is grown to fit it."""
+MARKERS = ("o", "s", "^", "D", "v", "P")
+"""Markers of lines 0-9, 10-19, ... (:func:`line_style`)."""
+DASHES = ("-", "--", "-.", ":")
+"""Line styles of lines 0-9, 10-19, ... (:func:`line_style`)."""
+CROSSES = ("x", "+", "1", "*")
+"""Markers of lines 0-9, 10-19, ... where a cross means "not learned" (:func:`line_style`)."""
+
+
+def line_style(i: int) -> dict[str, str]:
+    """The look of a figure's ``i``-th line (``i >= 0``): ``color`` (``C0`` .. ``C9``, the
+    colour cycle), and ``marker``, ``cross`` (a cross-like marker) and ``linestyle``, which
+    change every ten lines, so up to 40 lines differ in colour, marker or dashes. Pass the keys
+    that are free to change (``ax.plot(x, y, color=s["color"], marker=s["marker"])``)."""
+    decade = i // 10
+    return {
+        "color": f"C{i % 10}",
+        "marker": MARKERS[decade % len(MARKERS)],
+        "cross": CROSSES[decade % len(CROSSES)],
+        "linestyle": DASHES[decade % len(DASHES)],
+    }
+
+
+def labelled_handles(figure: Figure) -> dict[str, Any]:
+    """Label -> artist of every labelled artist on the figure's axes, each label once (its
+    first artist), in drawing order; labels starting with ``_`` (matplotlib's unlabelled) are
+    left out."""
+    handles: dict[str, Any] = {}
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    return handles
+
+
+def outside_legend(
+    figure: Figure,
+    handles: dict[str, Any] | None = None,
+    *,
+    side: str = "bottom",
+    title: str | None = None,
+    max_columns: int = 4,
+    fontsize: str | float = "small",
+) -> Legend | None:
+    """Add one legend naming ``handles`` (label -> artist; default :func:`labelled_handles`)
+    outside the axes of ``figure``, which must use the constrained layout.
+
+    ``side="bottom"``: below the axes, in the most columns (at most ``max_columns``) whose
+    width fits the figure's; the figure grows taller by the legend's height (and wider, when
+    one column is wider than the figure). ``side="right"``: one column right of the axes; the
+    figure grows wider by the legend's width (and taller, when the legend is taller than it).
+
+    Returns:
+        The legend, or None when there is nothing to name.
+
+    Raises:
+        ValueError: ``side`` is neither ``"bottom"`` nor ``"right"``, or ``figure`` does not
+            use the constrained layout (``Figure(layout="constrained")``).
+    """
+    if side not in ("bottom", "right"):
+        raise ValueError(f"side must be 'bottom' or 'right', not {side!r}")
+    engine = figure.get_layout_engine()
+    if engine is None or type(engine).__name__ != "ConstrainedLayoutEngine":
+        raise ValueError("outside_legend needs a figure with layout='constrained'")
+    handles = labelled_handles(figure) if handles is None else handles
+    if not handles:
+        return None
+    if not hasattr(figure.canvas, "get_renderer"):  # a bare Figure: give it an Agg canvas
+        FigureCanvasAgg(figure)
+    width, height = figure.get_size_inches()
+    options = {"fontsize": fontsize, "title": title, "title_fontsize": fontsize}
+    if side == "right":
+        legend = figure.legend(
+            list(handles.values()), list(handles), loc="outside right upper", ncols=1, **options
+        )
+        size = _size(figure, legend)
+        figure.set_size_inches(width + size[0] + MARGIN, max(height, size[1] + 2 * MARGIN))
+        return legend
+    for columns in range(min(max_columns, len(handles)), 0, -1):
+        legend = figure.legend(
+            list(handles.values()),
+            list(handles),
+            loc="outside lower center",
+            ncols=columns,
+            **options,
+        )
+        size = _size(figure, legend)
+        if size[0] + 2 * MARGIN <= width or columns == 1:
+            break
+        legend.remove()
+    figure.set_size_inches(max(width, size[0] + 2 * MARGIN), height + size[1] + MARGIN)
+    return legend
+
+
+def _size(figure: Figure, legend: Legend) -> tuple[float, float]:
+    """``(width, height)`` of ``legend`` in inches (its size does not depend on where it is)."""
+    box = legend.get_window_extent(figure.canvas.get_renderer())
+    return box.width / figure.dpi, box.height / figure.dpi
+
 
 PANELS_PER_ROW = 4
 """Task panels per row of the accuracy-against-length figure."""
@@ -50,7 +159,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     labels = sorted(
         {scheme_label(r) for r in results}, key=lambda s: (order.get(s.split()[0], 99), s)
     )
-    colors = {label: f"C{i}" for i, label in enumerate(labels)}  # one colour per scheme, all panels
+    styles = {label: line_style(i) for i, label in enumerate(labels)}  # one per scheme, all panels
     ncols = min(len(tasks), PANELS_PER_ROW)
     nrows = -(-len(tasks) // ncols)
     figure = Figure(figsize=(6 * ncols, 4.6 * nrows), layout="constrained")
@@ -59,7 +168,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
     for ax in axes[len(tasks) :]:  # the last row's empty cells
         figure.delaxes(ax)
     for ax, task in zip(axes, tasks, strict=False):
-        _task_panel(ax, task, [r for r in results if r["task"] == task], labels, colors)
+        _task_panel(ax, task, [r for r in results if r["task"] == task], labels, styles)
     _legend(figure)
     if path is not None:
         with atomic_writer(path) as file:
@@ -68,7 +177,7 @@ def plot_accuracy_vs_length(results: list[dict[str, Any]], path: str | Path | No
 
 
 def _task_panel(
-    ax: Any, task: str, runs: list[dict[str, Any]], labels: list[str], colors: dict[str, str]
+    ax: Any, task: str, runs: list[dict[str, Any]], labels: list[str], styles: dict[str, dict]
 ) -> None:
     """Draw one task's panel: the shaded training range, a dashed line at each longest
     training length, and a line per scheme (learned runs) or per not-learned run, in the
@@ -76,7 +185,7 @@ def _task_panel(
     lows, highs = zip(*(r["train_lengths"] for r in runs), strict=True)
     ax.axvspan(min(lows), max(highs), color="0.85", label="training range")
     for high in sorted(set(highs)):
-        ax.axvline(high, color="0.4", linestyle="--", linewidth=1)
+        ax.axvline(high, color="0.4", linestyle="--", linewidth=1, label="longest training length")
     by_scheme: dict[str, list[dict]] = defaultdict(list)
     for r in runs:  # learned runs are averaged; each not-learned run is a line of its own
         by_scheme[scheme_label(r) if is_learned(r) else _not_learned_label(r)].append(r)
@@ -84,18 +193,19 @@ def _task_panel(
         xs, means, below, above = _mean_and_interval(group)
         learned = is_learned(group[0])
         label = name if len(group) == 1 else f"{name} (mean of {len(group)})"
+        style = styles[scheme_label(group[0])]
         ax.errorbar(
             xs,
             means,
             yerr=[below, above] if learned else None,
-            marker="o" if learned else "x",
+            marker=style["marker"] if learned else style["cross"],
             linestyle="-" if learned else ":",
             capsize=3,
             label=label,
-            color=colors[scheme_label(group[0])],
+            color=style["color"],
         )
         if learned and len(group) > 1:
-            _seed_dots(ax, group, colors[scheme_label(group[0])])
+            _seed_dots(ax, group, style["color"])
     ax.set(title=task, xlabel="length (content items)", ylabel="exact-match", ylim=(-0.02, 1.02))
 
 
@@ -139,17 +249,11 @@ def _mean_and_interval(
 
 
 def _legend(figure: Figure) -> None:
-    """One legend for all panels, below them (each label once, the last panel's handle)."""
-    handles: dict[str, Any] = {}
-    for ax in figure.axes:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
-    figure.legend(
-        list(handles.values()),
-        list(handles),
-        loc="outside lower center",
-        ncols=min(len(handles), 7),
-        fontsize="small",
-        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several); "
+    """One legend for all panels, below them, naming every line once
+    (:func:`lab.reporting.legend.outside_legend`: never cut off, at any number of lines)."""
+    outside_legend(
+        figure,
+        title="error bars: 95% Wilson interval (one run), 95% t-interval over seeds (several)\n"
         "hollow dots: each seed",
-        title_fontsize="small",
+        max_columns=4,
     )

@@ -46,6 +46,15 @@ def length_row(result: Result, label: str) -> dict[str, Any] | None:
     return next((row for row in result["lengths"] if row["label"] == label), None)
 
 
+def row_at(result: Result, length: int) -> dict[str, Any] | None:
+    """The supported ``lengths`` row of ``result`` at ``length`` tokens that holds per-window
+    losses, or None."""
+    for row in result["lengths"]:
+        if row["length"] == length and row["supported"] and row.get("window_losses"):
+            return row
+    return None
+
+
 @dataclass(frozen=True)
 class Cell:
     """Perplexity of one scheme at one length, over its seeds.

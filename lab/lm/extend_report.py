@@ -30,6 +30,7 @@ Language Models via Positional Interpolation": every claim of theirs the study m
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
+from lab.lm.aggregate import row_at
 from lab.lm.findings import LOSS_MARGIN, finding, part
 from lab.reporting.tables import format_table
 from lab.stats.intervals import t_interval
@@ -121,14 +123,6 @@ def grouped(results: list[Result]) -> tuple[int, dict[tuple[str, str], dict[int,
         groups.setdefault(role(result, original), {})[result["seed"]] = result
     ordered = sorted(groups, key=lambda key: (KINDS.index(key[0]), key[1]))
     return original, {key: groups[key] for key in ordered}
-
-
-def row_at(result: Result, length: int) -> dict[str, Any] | None:
-    """The supported ``lengths`` row of ``result`` at ``length`` tokens, or None."""
-    for row in result["lengths"]:
-        if row["length"] == length and row["supported"] and row.get("window_losses"):
-            return row
-    return None
 
 
 def perplexity_cell(runs: dict[int, Result], length: int) -> str:
@@ -454,15 +448,31 @@ def results_csv(results: list[Result]) -> str:
     return out.getvalue()
 
 
+FIGURE_NAME = "perplexity_vs_length.png"
+"""File name of the study's figure (:mod:`lab.lm.extend_figure`) in its folder and in
+``docs/results/lm-extend/``."""
+FIGURE_LINE = "![perplexity against evaluation length, every arm]({link})"
+"""The Markdown line that shows the study's figure."""
+
+
 def write_extend_report(results: list[Result], out_dir: str | Path) -> dict[str, Path]:
-    """Write ``extend_report.md`` and ``extend_results.csv`` into ``out_dir``; returns the
-    paths by name."""
+    """Write ``extend_report.md``, ``extend_results.csv`` and the figure
+    (:func:`lab.lm.figures.write_extend_figure`, ``perplexity_vs_length.png``, shown at
+    the top of the report) into ``out_dir``; returns the paths by name (``"figure"`` absent
+    when no arm has a length to draw)."""
+    from lab.lm.figures import write_extend_figure  # matplotlib: a slow import
+
     out_dir = Path(out_dir)
-    text = "# Extend, then fine-tune\n\n" + report_text(results)
-    return {
-        "report": atomic_write(out_dir / "extend_report.md", text),
-        "csv": atomic_write(out_dir / "extend_results.csv", results_csv(results)),
-    }
+    paths = {}
+    with contextlib.suppress(ValueError):  # no arm has a length to draw; the tables say why
+        paths["figure"] = write_extend_figure(*grouped(results), out_dir / FIGURE_NAME)
+    text = "# Extend, then fine-tune\n\n"
+    if "figure" in paths:
+        text += FIGURE_LINE.format(link=FIGURE_NAME) + "\n\n"
+    text += report_text(results)
+    paths["report"] = atomic_write(out_dir / "extend_report.md", text)
+    paths["csv"] = atomic_write(out_dir / "extend_results.csv", results_csv(results))
+    return paths
 
 
 COMMAND = "python sweep.py --extend-study configs/lm_extend.yaml"
@@ -472,8 +482,9 @@ def lm_extend_page(folder: Path, publish: str, note: str = "") -> str:
     """``docs/results/lm-extend.md`` from the committed ``folder`` (``results.json``: the
     study's eval.json dicts; ``sweep.json`` when there is one), as the pages of
     :mod:`lab.reporting.pages` are made: title, the do-not-edit line naming ``publish``, the
-    command, runs, seeds, wall time and machine, then :func:`report_text` and the files of
-    ``folder`` among ``report.md``, ``results.csv``, ``results.json`` and ``sweep.json``;
+    command, runs, seeds, wall time and machine, the figure (:data:`FIGURE_NAME`, when
+    ``folder`` has it), then :func:`report_text` and the files of ``folder`` among
+    ``report.md``, ``results.csv``, ``results.json`` and ``sweep.json``;
     ``note`` (how the files were made, where they do not say) follows the provenance line."""
     results = json.loads((folder / "results.json").read_text())
     sweep_file = folder / "sweep.json"
@@ -487,6 +498,8 @@ def lm_extend_page(folder: Path, publish: str, note: str = "") -> str:
         )
     names = ("report.md", "results.csv", "results.json", "sweep.json")
     names = [n for n in names if (folder / n).is_file()]
+    shown = FIGURE_LINE.format(link=f"{folder.name}/{FIGURE_NAME}")
+    figure = [shown, ""] if (folder / FIGURE_NAME).is_file() else []
     return "\n".join(
         [
             "# Extend, then fine-tune: RoPE extension rules on text",
@@ -496,6 +509,7 @@ def lm_extend_page(folder: Path, publish: str, note: str = "") -> str:
             f"`{COMMAND}`: {len(results)} evaluations, seed(s) {seeds}{where}."
             + (f" {note}" if note else ""),
             "",
+            *figure,
             report_text(results),
             "Files: " + ", ".join(f"[{n}]({folder.name}/{n})" for n in names) + ".",
             "",

@@ -18,13 +18,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from lab.evaluation.figure import line_style, outside_legend  # noqa: E402
 from lab.properties.probe import cosine_similarity  # noqa: E402
 
 
-def _grid(n: int, width: float = 3.0) -> tuple[Figure, list]:
+def _grid(n: int, width: float = 3.0, layout: str | None = None) -> tuple[Figure, list]:
     cols = min(n, 5)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, width * rows), squeeze=False)
+    size = (width * cols, width * rows)
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, layout=layout)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.axis("off")
@@ -60,39 +62,58 @@ def scores_figure(scores: dict[str, Tensor]) -> Figure:
 
 def sinusoidal_figure(table: Tensor, demo: dict[str, Any]) -> Figure:
     """The sinusoidal table (positions x dimensions) and distance against gap per start."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5), layout="constrained")
     image = left.imshow(table.numpy(), aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
     left.set(xlabel="dimension", ylabel="position", title="sinusoidal table")
     fig.colorbar(image, ax=left)
-    for start, row in zip(demo["starts"], demo["distance"], strict=True):
-        right.plot(demo["gaps"], row, marker="o", label=f"from position {start}")
+    for i, (start, row) in enumerate(zip(demo["starts"], demo["distance"], strict=True)):
+        style = line_style(i)
+        right.plot(
+            demo["gaps"],
+            row,
+            color=style["color"],
+            marker=style["marker"],
+            linestyle=style["linestyle"],
+            label=f"from position {start}",
+        )
     right.set(xscale="log", xlabel="gap g", ylabel="|PE[m+g] - PE[m]|", title="distance vs gap")
-    right.legend(fontsize=8)
-    fig.tight_layout()
+    outside_legend(fig, side="right")
     return fig
 
 
 def rope_decay_figure(decay: dict[str, Any]) -> Figure:
     """RoPE's relative score upper bound against distance, one line per base."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for base, bound in decay["bound"].items():
-        ax.plot(decay["distances"], bound, label=f"base {int(base):,}")
+    fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+    for i, (base, bound) in enumerate(decay["bound"].items()):
+        style = line_style(i)
+        ax.plot(
+            decay["distances"],
+            bound,
+            color=style["color"],
+            linestyle=style["linestyle"],
+            label=f"base {int(base):,}",
+        )
     ax.set(xscale="log", xlabel="relative distance", ylabel="relative upper bound")
     ax.set_title("RoPE long-range decay (Su et al. 2021, 3.4.3)")
-    ax.legend()
-    fig.tight_layout()
+    outside_legend(fig, side="right")
     return fig
 
 
 def bias_figure(biases: dict[str, list[list[float]]]) -> Figure:
     """Score bias against distance from the last query, one line per head, per scheme."""
-    fig, axes = _grid(len(biases), width=3.5)
+    fig, axes = _grid(len(biases), width=3.5, layout="constrained")
     for ax, (name, heads) in zip(axes, biases.items(), strict=True):
         for h, row in enumerate(heads):
-            ax.plot(range(len(row)), row, label=f"head {h}")
+            style = line_style(h)  # head h looks the same in every panel: one legend names it
+            ax.plot(
+                range(len(row)),
+                row,
+                color=style["color"],
+                linestyle=style["linestyle"],
+                label=f"head {h}",
+            )
         ax.set(title=name, xlabel="distance", ylabel="bias")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    outside_legend(fig, side="bottom", max_columns=8)
     return fig
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write
-from lab.diagnostics.report import diagnosed, where_it_fails_lines
+from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
 from lab.reporting.pages import (
@@ -133,10 +133,9 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
 
 
 def readme_block(folder: Path = RESULTS / "ablation") -> str:
-    """The README's result (without its markers): how it was made, per task the three-seed
-    headline table, the findings against the literature, where each scheme fails
-    (:func:`lab.diagnostics.report.where_it_fails_lines`, when the runs hold diagnostics) and
-    the plot."""
+    """The README's result (without its markers): how it was made, per task the headline
+    table, the findings against the literature, a link to where each scheme fails (when the
+    runs hold diagnostics; the lines are on the ablation page) and the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     family = FAMILIES["ablation"]
     lines = [provenance(results, sweep, family), *filter(None, [noted(family, sweep)]), ""]
@@ -145,8 +144,8 @@ def readme_block(folder: Path = RESULTS / "ablation") -> str:
         lines += [headline_table(results, task), ""]
     lines += ["**Findings against the literature**", "", *findings(results), ""]
     if diagnosed(results):
-        lines += ["**Where it fails** (docs/diagnostics.md)", "", *where_it_fails_lines(results)]
-        lines += [""]
+        link = "[the ablation page](docs/results/ablation.md#where-it-fails)"
+        lines += [f"Where each scheme fails past training, and why: {link}.", ""]
     lines += ["![exact-match against length](docs/results/ablation/accuracy_vs_length.png)"]
     return "\n".join(lines)
 

@@ -18,8 +18,11 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from lab.common.files import atomic_writer
+from lab.evaluation.figure import outside_legend
 from lab.evaluation.learned import is_learned
 from lab.evaluation.record import pair_values
 from lab.reporting.aggregate import groups, tasks
@@ -28,10 +31,27 @@ Result = dict[str, Any]
 
 
 def _panels(results: list[Result], height: float = 3.8) -> tuple[Figure, list]:
+    """One panel per task, side by side, each wide enough for a bar group per scheme."""
     names = tasks(results)
-    figure = Figure(figsize=(5.5 * len(names), height), layout="constrained")
+    schemes = max(len(groups(results, task)) for task in names)
+    width = max(5.5, 0.6 * schemes + 1.5)
+    figure = Figure(figsize=(width * len(names), height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure, list(zip(figure.subplots(1, len(names), squeeze=False)[0], names, strict=True))
+
+
+def _scheme_ticks(ax: Any, names: list[str]) -> None:
+    """Each bar group named below it, the label slanted and ending at its tick (long labels,
+    ``rope [scaling=yarn, scaling_factor=4]``, do not run into each other)."""
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")
+
+
+def _seed_marks() -> dict[str, Any]:
+    """Legend entries of the dots: a learned seed, a not-learned one."""
+    return {
+        "a learned seed": Line2D([], [], marker="o", color="0.3", linestyle="none"),
+        "not learned (left out of the bar)": Line2D([], [], marker="x", color="0.3", ls="none"),
+    }
 
 
 def learning_speed_figure(results: list[Result]) -> Figure:
@@ -50,9 +70,11 @@ def learning_speed_figure(results: list[Result]) -> Figure:
                 learned = is_learned(r)
                 offset = 0.12 * (i - (len(runs) - 1) / 2)
                 ax.plot(x + offset, r["train_steps"], "o" if learned else "x", color=f"C{x}")
-        ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
+        _scheme_ticks(ax, list(by_scheme))
         ax.set(title=task, ylabel="training steps (early stop at target)")
-    figure.suptitle("learning speed: bar = mean over learned seeds, x = not learned")
+    figure.suptitle("learning speed (colour: scheme, named below its bar)")
+    bar = {"bar: mean over learned seeds": Patch(color="0.6", alpha=0.35)}
+    outside_legend(figure, bar | _seed_marks(), max_columns=3)
     return figure
 
 
@@ -72,12 +94,17 @@ def order_sensitivity_figure(results: list[Result]) -> Figure:
                 for v, learned in pairs:
                     ax.plot(x + shift, v, "k." if learned else "kx", label=label)
                     label = None
-        ax.set_xticks(range(len(by_scheme)), list(by_scheme), rotation=30)
+        _scheme_ticks(ax, list(by_scheme))
         ax.set(title=task, ylabel="minimal pairs both right", ylim=(0, 1.05))
-    figure.suptitle(
-        "order sensitivity: left bar in distribution, right bar 2x (learned seeds); "
-        "dots = seeds, x = not learned"
-    )
+        ax.set_xlim(-0.6, len(by_scheme) - 0.4)
+        if not ax.lines:  # e.g. passkey: the task has no minimal pairs
+            ax.text(0.5, 0.5, "no minimal pairs measured", transform=ax.transAxes, ha="center")
+    figure.suptitle("order sensitivity (colour: scheme, named below its bars)")
+    bars = {
+        "left bar: in distribution (mean over learned seeds)": Patch(color="0.4", alpha=0.8),
+        "right bar: at 2x (mean over learned seeds)": Patch(color="0.4", alpha=0.35),
+    }
+    outside_legend(figure, bars | _seed_marks(), max_columns=2)
     return figure
 
 
