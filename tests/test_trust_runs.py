@@ -245,7 +245,7 @@ def test_another_tasks_option_does_not_duplicate_a_run(capsys, monkeypatch, tmp_
     assert runs[0].aliases == ["rope-svo-seed0-operations* = rope-svo-seed0"]
     assert not any("modular_arithmetic" in o for o in runs[0].overrides)
     monkeypatch.setattr(sweep_cli, "run_all", lambda specs, *_: ([], None))
-    monkeypatch.setattr(sweep_cli, "report", lambda *_: 0)
+    monkeypatch.setattr(sweep_cli, "report", lambda *_, **__: 0)
     assert sweep_cli.main(["--config", QUICK, f"out_dir={tmp_path}", "position=rope", *grid]) == 0
     out = capsys.readouterr().out
     assert "1 grid point(s) resolve to a run already in the grid" in out
