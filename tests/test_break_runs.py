@@ -173,7 +173,7 @@ def test_workers_are_bounded_and_never_more_than_the_runs(tmp_path: Path, capsys
     assert "--workers=1000 is invalid" in one_error_line(capsys)
     seen = []
     monkeypatch.setattr(sweep_cli, "run_all", lambda specs, w, g: (seen.append(w), ([], None))[1])
-    monkeypatch.setattr(sweep_cli, "report", lambda *_: 0)
+    monkeypatch.setattr(sweep_cli, "report", lambda *_, **__: 0)
     argv = ["--config", QUICK, "--workers", "200", f"out_dir={tmp_path}", "position=rope,alibi"]
     assert sweep_cli.main([*argv, "task=copy", "seed=0"]) == 0
     assert seen == [2] and "2 runs into" in capsys.readouterr().out

@@ -85,7 +85,8 @@ def test_every_top_level_folder_of_code_is_a_package_root() -> None:
 
 
 def test_every_top_level_module_is_declared() -> None:
-    """Every script at the project root (train.py, eval.py, ...) installs as a module."""
-    modules = {path.stem for path in ROOT.glob("*.py")}
+    """Every script at the project root (train.py, eval.py, ...) installs as a module, except
+    install.py: it runs before the project is installed, to install it."""
+    modules = {path.stem for path in ROOT.glob("*.py")} - {"install"}
     assert {"train", "eval", "sweep", "bench", "properties"} <= modules
     assert sorted(PROJECT["tool"]["setuptools"]["py-modules"]) == sorted(modules)
