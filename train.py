@@ -187,7 +187,10 @@ def print_result(result: TrainResult, config: Config) -> None:
     )
     run = shlex.quote(str(result.run_dir))
     print(f"test-set evaluation (eval.json, report, plots): python eval.py {run}")
-    print(f"tensorboard --logdir {run}")
+    from lab.common.checkpoint import events_folder
+
+    events = events_folder(result.run_dir, config.log_dir)
+    print(f"tensorboard --logdir {shlex.quote(str(events))}")
 
 
 if __name__ == "__main__":

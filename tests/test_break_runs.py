@@ -69,7 +69,7 @@ def test_the_mean_runs_never_follow_a_link_below_sweep(finished_run: Path, tmp_p
     outside.mkdir()
     out = tmp_path / "sweep"
     result = json.loads((finished_run / "eval.json").read_text())
-    for below in ("figures", "mean", f"mean/{result['task']}"):
+    for below in ("figures", "mean", f"mean/{result['position']}"):
         link = out / "_sweep" / below
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(outside, target_is_directory=True)
@@ -77,10 +77,10 @@ def test_the_mean_runs_never_follow_a_link_below_sweep(finished_run: Path, tmp_p
             write_sweep_tensorboard([result], out)
         link.unlink()
     assert not any(outside.iterdir())
-    result["task"] = "../../outside"  # a hand-edited eval.json
-    with pytest.raises(ValueError, match="leaves"):
-        write_sweep_tensorboard([result], out)
+    result["task"] = "../../outside"  # a hand-edited eval.json: a tag name, never a folder
+    write_sweep_tensorboard([result], out)
     assert not any(outside.iterdir())
+    assert sorted(p.name for p in (out / "_sweep" / "mean").iterdir()) == [result["position"]]
 
 
 def test_a_sweep_report_with_a_linked_mean_folder_is_one_line(tmp_path: Path, capsys, monkeypatch):

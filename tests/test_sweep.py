@@ -44,13 +44,20 @@ def test_sweep_writes_every_promised_file(finished):
     assert (out_dir / "accuracy_vs_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     runs = sorted(p.name for p in out_dir.iterdir() if p.is_dir() and p.name != "_sweep")
     assert runs == ["none-copy-seed0", "rope-copy-seed0"]
-    means = sorted(p.name for p in (out_dir / "_sweep" / "mean" / "copy").iterdir())
+    means = sorted(p.name for p in (out_dir / "_sweep" / "mean").iterdir())
     assert means == ["none", "rope"]  # the sweep's TensorBoard runs: one per scheme
     assert list((out_dir / "_sweep" / "figures").glob("events.out.tfevents.*"))
+    beside = out_dir.with_name(f"{out_dir.name}-runs") / "copy"  # the runs' own events
     for run in runs:
         for name in ("config.yaml", "checkpoint.pt", "eval.json"):
             assert (out_dir / run / name).is_file(), (run, name)
-        assert list((out_dir / run).glob("events.out.tfevents.*"))
+        assert not list((out_dir / run).glob("events.out.tfevents.*"))
+        assert len(list((beside / run).glob("events.out.tfevents.*"))) == 2  # training, eval
+    under = {p.parent for p in out_dir.rglob("events.out.tfevents.*")}  # TensorBoard's runs
+    assert under == {
+        out_dir / "_sweep" / "figures",
+        *(out_dir / "_sweep" / "mean" / m for m in means),
+    }
     results = json.loads((out_dir / "results.json").read_text())
     assert sorted(r["position"] for r in results) == ["none", "rope"]
     report = (out_dir / "report.md").read_text()
@@ -177,6 +184,28 @@ def test_interrupted_sweep_checkpoints_and_resumes(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "rope-copy-seed0").exists()
     assert run_sweep(tmp_path, "position=none,rope", "seed=0") == 0
     assert "2 run(s) trained" in capsys.readouterr().out
+
+
+def test_a_run_an_older_sweep_began_keeps_its_events_in_its_folder(tmp_path, capsys):
+    """A run an older sweep left unfinished, its events in its own folder (no ``log_dir``),
+    resumes there: each step once in one TensorBoard run, nothing of it beside out_dir."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from lab.training.run import TrainingInterrupted
+    from lab.training.trainer import train
+
+    grid = ["position=rope", "seed=0", "train.log_every=1"]
+    (spec,) = expand(load_sweep(CONFIG, [f"out_dir={tmp_path}", *TINY, *grid]))
+    calls = iter(range(100))
+    with pytest.raises(TrainingInterrupted):  # as the older sweep, stopped after step 3
+        train(load_config(None, [*spec.overrides, "log_dir="]), should_stop=lambda: next(calls) > 2)
+    assert run_sweep(tmp_path, *grid) == 0
+    assert "1 run(s) trained" in capsys.readouterr().out
+    run = tmp_path / spec.name
+    steps = [e.step for e in EventAccumulator(str(run)).Reload().Scalars("train/loss")]
+    assert steps == sorted(set(steps)) and steps[-1] == 6  # every step once, to the end
+    assert (run / "eval.json").is_file() and list(run.glob("events.out.tfevents.*.extrapolation"))
+    assert not list(tmp_path.with_name(f"{tmp_path.name}-runs").rglob("events.out.tfevents.*"))
 
 
 @pytest.mark.parametrize(

@@ -1,26 +1,39 @@
 """TensorBoard at a glance, read back from the event files: a sweep's mean-over-seeds run per
 scheme holds the mean of its seeds' values (one line per scheme in a chart), the sweep's figures
-are in the Images tab, length curves are named for smoothing 0 and drawn as a figure, and the
-HParams tab lists the test-set metrics first with integer seeds."""
+are in the Images tab, the folder a sweep prints opens with every run selected (fewer runs than
+TensorBoard selects, with 3 seeds or 6), length curves are named for smoothing 0 and drawn as a
+figure, and the HParams tab lists the test-set metrics first with integer seeds."""
 
 import copy
 import json
+import os
 import re
+import zipfile
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+import tensorboard
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
-from lab.common.config import load_config
+from lab.common.checkpoint import events_folder
+from lab.common.config import load_config, save_config
 from lab.evaluation.tensorboard import write_tensorboard
-from lab.reporting.sweep_tensorboard import SUFFIX, tensorboard_url, write_sweep_tensorboard
+from lab.reporting.sweep_tensorboard import (
+    AUTO_SELECTED,
+    SUFFIX,
+    tensorboard_url,
+    write_sweep_tensorboard,
+)
+from lab.sweeps.sweep import expand, load_sweep, runs_root
 from lab.training.run_logs import HEADLINE, write_hparams
+
+ABLATION = Path(__file__).parents[1] / "configs" / "ablation.yaml"
 
 RESULTS = json.loads(
     (Path(__file__).parents[1] / "docs" / "results" / "ablation" / "results.json").read_text()
@@ -61,23 +74,23 @@ def sweep(tmp_path: Path) -> tuple[Path, list[dict]]:
 def test_mean_run_holds_the_mean_over_seeds_of_every_curve(sweep):
     out, results = sweep
     root = write_sweep_tensorboard(results, out)
-    assert sorted(p.name for p in (root / "mean" / "copy").iterdir()) == sorted(SCHEMES)
+    assert sorted(p.name for p in (root / "mean").iterdir()) == sorted(SCHEMES)
     for scheme in SCHEMES:
-        acc = events(root / "mean" / "copy" / scheme)
+        acc = events(root / "mean" / scheme)
         runs = [r for r in results if r["position"] == scheme]
-        logged = acc.Scalars("mean/copy/exact_match_in_dist")
+        logged = acc.Scalars("copy/exact_match_in_dist")  # the task first: its chart group
         assert [e.step for e in logged] == [100, 200, 300]  # the steps every seed logged
         for e in logged:
             expected = np.mean([validation_value(scheme, r["seed"], e.step) for r in runs])
             assert e.value == pytest.approx(expected, abs=1e-6)  # float32 in the event file
         for key in ("exact_match", "token_accuracy"):
-            curve = acc.Scalars(f"mean/copy/{key}_by_length_set_smoothing_0")
+            curve = acc.Scalars(f"copy/{key}_by_length_set_smoothing_0")
             by_length = [{row["length"]: row[key] for row in r["lengths"]} for r in runs]
             assert [e.step for e in curve] == sorted(by_length[0])
             for e in curve:
                 expected = np.mean([values[e.step] for values in by_length])
                 assert e.value == pytest.approx(expected, abs=1e-6)
-        note = acc.Tensors("about/text_summary")[0].tensor_proto.string_val[0].decode()
+        note = acc.Tensors("about/copy/text_summary")[0].tensor_proto.string_val[0].decode()
         assert f"mean of 3 run(s): `{scheme}-copy-seed0`" in note
         layout = layout_pb2.Layout.FromString(
             acc.Tensors("custom_scalars__config__")[0].tensor_proto.string_val[0]
@@ -86,7 +99,8 @@ def test_mean_run_holds_the_mean_over_seeds_of_every_curve(sweep):
             "task copy: mean over seeds (one line per scheme)"
         ]
         regexes = [tag for chart in layout.category[0].chart for tag in chart.multiline.tag]
-        assert all(regex.startswith("^mean/copy/") for regex in regexes)
+        assert all(regex.startswith("^copy/") for regex in regexes)
+        assert all(chart.title.startswith("copy: ") for chart in layout.category[0].chart)
 
 
 def test_sweep_figures_are_in_the_images_tab(sweep):
@@ -106,11 +120,11 @@ def test_tensorboard_lists_the_sweep_runs_and_a_new_report_replaces_them(sweep):
     keep = root / "notes.txt"
     keep.write_text("the user's own file")
     write_sweep_tensorboard([r for r in results if r["position"] != "alibi"], out)
-    assert sorted(p.name for p in (root / "mean" / "copy").iterdir()) == ["none", "rope"]
+    assert sorted(p.name for p in (root / "mean").iterdir()) == ["none", "rope"]
     assert keep.read_text() == "the user's own file"  # only the report's own files go
     assert len(list(root.rglob(f"*{SUFFIX}"))) == 3  # figures, two means: no leftovers
     runs = EventMultiplexer().AddRunsFromDirectory(str(out)).Runs()
-    assert {"_sweep/figures", "_sweep/mean/copy/none", "_sweep/mean/copy/rope"} <= set(runs)
+    assert {"_sweep/figures", "_sweep/mean/none", "_sweep/mean/rope"} <= set(runs)
 
 
 def test_a_symlinked_sweep_folder_is_refused(sweep, tmp_path_factory: pytest.TempPathFactory):
@@ -123,13 +137,66 @@ def test_a_symlinked_sweep_folder_is_refused(sweep, tmp_path_factory: pytest.Tem
 
 
 def test_link_shows_the_mean_runs_unsmoothed_one_colour_per_scheme():
-    query = parse_qs(urlsplit(tensorboard_url()).query)
-    assert query["smoothing"] == ["0"]
-    assert re.search(query["runFilter"][0], "_sweep/mean/copy/rope")
-    assert not re.search(query["runFilter"][0], "rope-copy-seed0")
-    colour = query["runColorGroup"][0].removeprefix("regex:")
-    schemes = [re.search(colour, f"_sweep/mean/{task}/rope").group(1) for task in ("copy", "svo")]
-    assert schemes == ["rope", "rope"]  # one colour group per scheme, in every task
+    url = urlsplit(tensorboard_url())
+    query = parse_qs(url.query)
+    assert url.fragment == "timeseries" and query["smoothing"] == ["0"]
+    for run in ("_sweep/mean/rope", "_sweep/figures", "ablation/_sweep/mean/rope"):
+        assert re.search(query["runFilter"][0], run)  # the logdir the sweep prints, or above it
+    assert not re.search(query["runFilter"][0], "rope-copy-seed0")  # an older sweep's runs
+    assert "runColorGroup" not in query  # one run per scheme: its colour in every task
+
+
+def tensorboard_runs(logdir: Path) -> set[str]:
+    """The runs TensorBoard lists for ``--logdir logdir``: every folder below it (links
+    followed) that directly holds a file named like an event file, by its relative path."""
+    return {
+        os.path.relpath(folder, logdir)
+        for folder, _, files in os.walk(logdir, followlinks=True)
+        if any("tfevents" in name for name in files)
+    }
+
+
+def test_auto_selected_is_the_run_selectors_limit():
+    """TensorBoard's run selector (Scalars, Custom Scalars, Images) checks every run when at
+    most ``maxNamesToEnableByDefault`` of them match, else none: read from its frontend."""
+    bundle = Path(tensorboard.__file__).parent / "webfiles.zip"
+    with zipfile.ZipFile(bundle) as files:
+        script = files.read("index.js").decode("utf-8", "replace")
+    assert re.findall(r"maxNamesToEnableByDefault=(\d+)", script) == [str(AUTO_SELECTED)]
+    assert "namesMatchingRegex.length<=i" in script  # at most that many: all checked
+
+
+@pytest.mark.parametrize("seeds", [3, 6])
+def test_a_sweep_writes_fewer_runs_than_tensorboard_selects(tmp_path: Path, seeds: int):
+    """The default ablation (5 schemes x 2 tasks) with 3 and 6 seeds, each run's events where
+    the training writes them (:func:`events_folder` of its config) and the sweep's report: the
+    folder the sweep prints (``tensorboard --logdir OUT_DIR``) holds at most AUTO_SELECTED
+    runs (it once held 41, and 71 with 6 seeds, and every chart opened empty), as does each
+    task's folder of the runs' own events; the mean runs still read every run's events."""
+    out = tmp_path / "ablation"
+    seed_list = ",".join(str(seed) for seed in range(seeds))
+    specs = expand(load_sweep(ABLATION, [f"out_dir={out}", f"seed={seed_list}"]))
+    assert len(specs) == 10 * seeds
+    committed = {(r["position"], r["task"]): r for r in RESULTS}
+    results = []
+    for spec in specs:
+        config = load_config(None, spec.overrides)
+        Path(config.run_dir).mkdir(parents=True)
+        save_config(config, Path(config.run_dir) / "config.yaml")  # as the training does
+        with SummaryWriter(str(events_folder(config.run_dir, config.log_dir))) as writer:
+            writer.add_scalar(f"compare/{config.data.task}/exact_match_in_dist", 0.5, 100)
+        result = copy.deepcopy(committed[(config.model.position, config.data.task)])
+        results.append(result | {"seed": config.seed, "run_dir": config.run_dir})
+    root = write_sweep_tensorboard(results, out)
+    opened = tensorboard_runs(out)
+    assert opened == set(EventMultiplexer().AddRunsFromDirectory(str(out)).Runs())
+    schemes = {r["position"] for r in RESULTS}
+    assert opened == {"_sweep/figures", *(f"_sweep/mean/{scheme}" for scheme in schemes)}
+    assert len(opened) <= AUTO_SELECTED
+    for task in ("copy", "svo"):
+        each = tensorboard_runs(Path(runs_root(out)) / task)
+        assert len(each) == 5 * seeds <= AUTO_SELECTED
+        assert events(root / "mean" / "rope").Scalars(f"{task}/exact_match_in_dist")[0].value == 0.5
 
 
 def test_hparams_list_test_metrics_first_and_the_seed_as_an_integer(tmp_path: Path):

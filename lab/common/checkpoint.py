@@ -6,6 +6,7 @@ Also what a run folder holds, so that ``--overwrite`` deletes only what the proj
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from pathlib import Path
@@ -46,6 +47,57 @@ TRAINER_FILES = (CHECKPOINT_NAME, CONFIG_NAME)
 def checkpoint_path(run_dir: str | Path) -> Path:
     """Where a run keeps its checkpoint: ``RUN_DIR/checkpoint.pt``."""
     return Path(run_dir) / CHECKPOINT_NAME
+
+
+def events_folder(run_dir: str | Path, log_dir: str = "") -> Path:
+    """The folder of a run's TensorBoard events: ``run_dir`` itself, or its ``log_dir``
+    (:class:`lab.common.config.Config`; relative to ``run_dir``, ``..`` taken lexically so that
+    a linked parent folder is not left by its ``..``)."""
+    if not log_dir:
+        return Path(run_dir)
+    return Path(os.path.normpath(Path(run_dir) / log_dir))
+
+
+def saved_events_folder(run_dir: str | Path) -> Path:
+    """:func:`events_folder` of the run in ``run_dir`` as its ``config.yaml`` says (``run_dir``
+    itself when the file is missing, unreadable or names no ``log_dir``)."""
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(Path(run_dir) / CONFIG_NAME))
+    except Exception:  # missing, not YAML (errors come from several libraries)
+        return Path(run_dir)
+    log_dir = saved.get("log_dir") if isinstance(saved, dict) else None
+    return events_folder(run_dir, log_dir if isinstance(log_dir, str) else "")
+
+
+def event_files(folder: str | Path) -> list[Path]:
+    """The TensorBoard event files of a run's events folder: those directly in it and those
+    in its :data:`RUN_FOLDERS` (an evaluation under other settings), regular files only, never
+    found through a link."""
+    folder = Path(folder)
+    found = list(folder.glob(EVENTS))
+    for sub in (folder / name for name in RUN_FOLDERS):
+        if sub.is_dir() and not sub.is_symlink():
+            for path in sub.rglob(EVENTS):
+                if not any(p.is_symlink() for p in path.relative_to(folder).parents):
+                    found.append(path)
+    return sorted(p for p in found if p.is_file() and not p.is_symlink())
+
+
+def clear_events(folder: str | Path) -> list[Path]:
+    """Delete the event files of a run's own events folder (:func:`event_files`; a ``log_dir``
+    apart from the run folder), then its :data:`RUN_FOLDERS` left empty; returns the deleted
+    files. Call it only under the run folder's lock, for a run that starts afresh."""
+    doomed = event_files(folder)
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    for sub in (Path(folder) / name for name in RUN_FOLDERS):
+        if sub.is_dir() and not sub.is_symlink():
+            for below in sorted(sub.rglob("*"), key=lambda p: -len(p.parts)):
+                if below.is_dir() and not below.is_symlink() and not any(below.iterdir()):
+                    below.rmdir()
+            if not any(sub.iterdir()):
+                sub.rmdir()
+    return doomed
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
@@ -205,15 +257,17 @@ def check_fields(state: dict[str, Any], path: str | Path) -> None:
 def is_run(run_dir: str | Path) -> bool:
     """``run_dir`` provably holds a run of this project: a readable checkpoint, or (a run
     stopped before its first checkpoint) a ``config.yaml`` this project reads back as a run's
-    together with the TensorBoard events that training writes. A user's folder with a valid
-    ``config.yaml`` and no events is not a run."""
+    together with the TensorBoard events that training writes (in ``run_dir``, or in the
+    ``log_dir`` its ``config.yaml`` names). A user's folder with a valid ``config.yaml`` and no
+    events is not a run."""
     run_dir = Path(run_dir)
     try:
         load_checkpoint(run_dir)
         return True
     except (FileNotFoundError, ValueError):
         pass
-    if not any(p.is_file() and not p.is_symlink() for p in run_dir.glob(EVENTS)):
+    folders = {run_dir, saved_events_folder(run_dir)}
+    if not any(p.is_file() and not p.is_symlink() for f in folders for p in f.glob(EVENTS)):
         return False
     try:
         config_from_dict(OmegaConf.to_container(OmegaConf.load(run_dir / CONFIG_NAME)))

@@ -94,6 +94,12 @@ class Config:
             runs in ``auto`` (bf16 on CUDA, float32 elsewhere) whatever this setting.
         compile: wrap the model in ``torch.compile`` (lengths marked dynamic).
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
+        log_dir: folder of the run's TensorBoard events instead of ``run_dir`` (empty: in
+            ``run_dir``); a relative path is relative to ``run_dir``, so a run folder moved
+            with it keeps its events. A folder of this run's own: a fresh start or
+            ``--overwrite`` clears the event files in it (``--resume`` keeps them). A sweep
+            sets it to keep its TensorBoard runs apart (:func:`lab.sweeps.sweep.runs_root`);
+            :func:`lab.common.checkpoint.events_folder`.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -106,6 +112,7 @@ class Config:
     precision: str = "auto"
     compile: bool = False
     run_dir: str = "runs/default"
+    log_dir: str = ""
 
     def __post_init__(self) -> None:
         """Checks that span sections: every length against :data:`MAX_TOKENS` and the position

@@ -27,6 +27,7 @@ from lab.common.checkpoint import (
     CHECKPOINT_NAME,
     checkpoint_digest,
     checkpoint_path,
+    events_folder,
     load_checkpoint,
     load_model_state,
 )
@@ -521,7 +522,9 @@ def evaluate_run(
         device: where to evaluate (``auto | cpu | cuda | cuda:N | mps`` or a torch.device).
         progress: a tqdm bar advanced once per length and once for the order probes.
         write_to: folder for ``eval.json`` and its TensorBoard events (``write_tensorboard``);
-            None writes them into ``run_dir``.
+            None writes them into ``run_dir``. The events of a folder inside ``run_dir`` go to
+            the same place below the run's ``log_dir`` when it has one
+            (:func:`evaluation_events_folder`).
         root: the folder the writes stay in: every folder from it down to ``write_to`` is
             refused if it is a symbolic link (before the work, and again when created for the
             writes, :func:`lab.common.files.safe_folder`);
@@ -555,10 +558,29 @@ def evaluate_run(
     }
     safe_folder(destination, root)  # created only now, when a file goes into it
     write_eval_json(result, destination)
-    write_tensorboard(result, destination)
+    events = evaluation_events_folder(run_dir, config.log_dir, destination)
+    if events != destination:
+        safe_folder(events, events_folder(run_dir, config.log_dir))
+    write_tensorboard(result, events)
     if result.get("passkey"):
         write_heatmap(result, destination)
     return result
+
+
+def evaluation_events_folder(run_dir: str | Path, log_dir: str, destination: str | Path) -> Path:
+    """Where an evaluation written to ``destination`` puts its TensorBoard events: with a
+    ``log_dir`` (:func:`lab.common.checkpoint.events_folder`), ``destination``'s place below the
+    run folder taken below ``log_dir`` (``RUN/evaluations/LABEL`` ->
+    ``LOG_DIR/evaluations/LABEL``); else, or for a ``destination`` outside the run folder
+    (``eval.py RUN --out DIR``), ``destination`` itself."""
+    destination = Path(destination)
+    if not log_dir:
+        return destination
+    try:
+        below = destination.relative_to(run_dir)
+    except ValueError:
+        return destination
+    return events_folder(run_dir, log_dir) / below
 
 
 def checked_destination(

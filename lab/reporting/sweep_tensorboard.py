@@ -1,20 +1,25 @@
-"""A sweep's own TensorBoard runs, written by its report next to the runs' folders.
+"""A sweep's own TensorBoard runs, written by its report: the comparison that
+``tensorboard --logdir OUT_DIR`` opens on.
 
-- ``OUT_DIR/_sweep/mean/TASK/SCHEME``: one run per task and scheme holding the mean over its
-  seeds: ``mean/TASK/exact_match_in_dist`` (``_2x``, ``_4x``) and ``mean/TASK/validation_loss``
-  (the periodic validation, step = training step, at the steps every seed logged, so the curve
-  ends where the first seed stopped early), and ``mean/TASK/exact_match_by_length_set_smoothing_0``
-  and ``mean/TASK/token_accuracy_by_length_set_smoothing_0`` (the test set, ``eval.json``, step =
-  length, at the lengths every seed could encode). A chart of one of these tags holds one line
-  per scheme, and the Custom Scalars group ``task TASK: mean over seeds (one line per scheme)``
-  gathers them.
+- ``OUT_DIR/_sweep/mean/SCHEME``: one run per scheme holding, for every task, the mean over its
+  seeds: ``TASK/exact_match_in_dist`` (``_2x``, ``_4x``) and ``TASK/validation_loss`` (the
+  periodic validation, step = training step, at the steps every seed logged, so the curve ends
+  where the first seed stopped early), and ``TASK/exact_match_by_length_set_smoothing_0`` and
+  ``TASK/token_accuracy_by_length_set_smoothing_0`` (the test set, ``eval.json``, step = length,
+  at the lengths every seed could encode). The task comes first: TensorBoard's Time Series tab
+  groups the charts by it (and opens the first two groups), and a chart's title, cut from the
+  left when long, keeps its group's name above it. A chart of one of these tags holds one line
+  per scheme, in one colour per scheme in every task (one run each), and the Custom Scalars group
+  ``task TASK: mean over seeds (one line per scheme)`` gathers them.
 - ``OUT_DIR/_sweep/figures``: the report's figures in the Images tab (``sweep/accuracy_vs_length``,
   ``sweep/learning_speed``, ``sweep/order_sensitivity``, and ``sweep/attention_vs_length`` when
   the runs hold diagnostics), which no smoothing slider changes.
 
-The folder name starts with ``_`` so TensorBoard lists these runs (and their Custom Scalars groups)
-before the runs' own. :func:`tensorboard_url` gives a link that shows only the mean runs, colours a
-scheme the same in every task and turns smoothing off.
+These are the only runs below ``OUT_DIR`` (the runs' own events are beside it,
+:func:`lab.sweeps.sweep.runs_root`): as many as schemes plus one, however many tasks and seeds,
+so TensorBoard's Scalars, Custom Scalars and Images tabs select them all when they open (those
+tabs select no run when there are more than :data:`AUTO_SELECTED`). :func:`tensorboard_url`
+gives a link that opens the Time Series tab on them with smoothing 0.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from urllib.parse import quote
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
+from lab.common.checkpoint import saved_events_folder
 from lab.common.files import safe_folder
 from lab.common.tb_tags import LENGTH_CURVES
 from lab.diagnostics.figures import attention_figure
@@ -48,11 +54,11 @@ SUFFIX = ".sweep_report"
 
 VALIDATION = ("exact_match_in_dist", "exact_match_2x", "exact_match_4x", "validation_loss")
 """Leaves of the runs' ``compare/TASK/...`` tags (:func:`lab.training.run_logs.periodic_eval`) whose
-mean over seeds a mean run holds, under ``mean/TASK/LEAF``."""
+mean over seeds a mean run holds, under ``TASK/LEAF``."""
 
 BY_LENGTH = {"exact_match": f"exact_match_{LENGTH_CURVES}"}
 BY_LENGTH["token_accuracy"] = f"token_accuracy_{LENGTH_CURVES}"
-"""``eval.json`` length-row key -> leaf of its mean curve, ``mean/TASK/LEAF`` (step = length)."""
+"""``eval.json`` length-row key -> leaf of its mean curve, ``TASK/LEAF`` (step = length)."""
 
 
 def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
@@ -66,15 +72,15 @@ def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
         OSError: ``OUT_DIR/_sweep`` or a folder below it is a symlink or not a folder (every
             folder is checked, and created, before anything is written: writes never follow a
             link out of ``OUT_DIR``).
-        ValueError: a task name that would leave ``OUT_DIR/_sweep`` (``..``).
     """
     root = clear(Path(out_dir) / SWEEP_RUNS)
-    means = []  # (task, label, runs, folder)
+    schemes: dict[str, dict[str, list[Result]]] = {}  # label -> task -> runs
     for task in tasks(results):
-        used: set[str] = set()
         for label, runs in groups(results, task).items():
-            means.append((task, label, runs, root / "mean" / task / folder_name(label, used)))
-    for folder in [root / "figures", *(m[3] for m in means)]:
+            schemes.setdefault(label, {})[task] = runs
+    used: set[str] = set()
+    folders = {label: root / "mean" / folder_name(label, used) for label in schemes}
+    for folder in [root / "figures", *folders.values()]:
         safe_folder(folder, out_dir)
     with SummaryWriter(str(root / "figures"), filename_suffix=SUFFIX) as writer:
         writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
@@ -82,8 +88,8 @@ def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
         writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
         if diagnosed(results):
             writer.add_figure("sweep/attention_vs_length", attention_figure(diagnosed(results)), 0)
-    for task, label, runs, folder in means:
-        write_mean_run(task, label, runs, folder, out_dir)
+    for label, by_task in schemes.items():
+        write_mean_run(label, by_task, folders[label], out_dir)
     return root
 
 
@@ -139,11 +145,15 @@ def mean_validation(runs: list[Result], task: str) -> dict[str, dict[int, float]
 
 
 def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
-    """Leaf -> {step: value} of the ``compare/TASK/LEAF`` scalars in ``run_dir`` (empty when
-    there is no such folder)."""
+    """Leaf -> {step: value} of the ``compare/TASK/LEAF`` scalars of the run in ``run_dir``,
+    read from its events folder (:func:`lab.common.checkpoint.saved_events_folder`: its
+    ``log_dir``, or the folder itself); empty when there is no such folder."""
     if not run_dir or not Path(run_dir).is_dir():
         return {}
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "images": 1}).Reload()
+    folder = saved_events_folder(run_dir)
+    if not folder.is_dir():
+        return {}
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 1}).Reload()
     prefix = f"compare/{task}/"
     return {
         tag.removeprefix(prefix): {e.step: e.value for e in events.Scalars(tag)}
@@ -152,52 +162,63 @@ def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
     }
 
 
+def mean_tag(task: str, leaf: str) -> str:
+    """The tag of a mean run's curve: ``TASK/LEAF`` (the task first: module docstring)."""
+    return f"{task}/{leaf}"
+
+
 def write_mean_run(
-    task: str, label: str, runs: list[Result], folder: Path, out_dir: str | Path
+    label: str, by_task: dict[str, list[Result]], folder: Path, out_dir: str | Path
 ) -> None:
-    """One scheme's mean run (module docstring) over its learned runs
-    (:mod:`lab.evaluation.learned`; all
-    of them when none learned), with a text note naming the runs it averages and those it
-    left out, and the Custom Scalars group ``task TASK: mean over seeds``."""
-    learned = learned_only(runs)
-    used = learned or runs
-    curves = mean_validation(used, task) | mean_by_length(used)
+    """One scheme's mean run (module docstring): for each task, the mean over its learned
+    runs (:mod:`lab.evaluation.learned`; all of them when none learned), a text note
+    ``about/TASK`` naming the runs it averages and those it left out, and the Custom Scalars
+    group ``task TASK: mean over seeds``."""
+    layout = {}
     with SummaryWriter(str(folder), filename_suffix=SUFFIX) as writer:
-        for leaf, points in curves.items():
-            for step, value in points.items():
-                writer.add_scalar(f"mean/{task}/{leaf}", value, step)
-        left_out = [r for r in runs if r not in used]
-        note = (
-            f"**{label}** on **{task}**: mean of {len(used)} run(s): "
-            + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
-            + ("" if learned else " (none learned: the mean of every run)")
-            + "".join(
-                f"; left out as not learned: `{run_label(r, out_dir)}` ({not_learned_reason(r)})"
-                for r in left_out
+        for task, runs in by_task.items():
+            learned = learned_only(runs)
+            used = learned or runs
+            curves = mean_validation(used, task) | mean_by_length(used)
+            for leaf, points in curves.items():
+                for step, value in points.items():
+                    writer.add_scalar(mean_tag(task, leaf), value, step)
+            left_out = [r for r in runs if r not in used]
+            note = (
+                f"**{label}** on **{task}**: mean of {len(used)} run(s): "
+                + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
+                + ("" if learned else " (none learned: the mean of every run)")
+                + "".join(
+                    f"; left out as not learned: `{run_label(r, out_dir)}` "
+                    f"({not_learned_reason(r)})"
+                    for r in left_out
+                )
+                + "."
             )
-            + "."
-        )
-        writer.add_text("about", note, 0)
-        charts = {title: f"^mean/{task}/{leaf}$" for title, leaf in COMPARE_CHARTS.items()}
-        charts["token accuracy, x = length (eval.py; set Smoothing to 0)"] = (
-            f"^mean/{task}/{BY_LENGTH['token_accuracy']}$"
-        )
-        writer.add_custom_scalars(
-            {
-                f"task {task}: mean over seeds (one line per scheme)": {
-                    title: ["Multiline", [regex]] for title, regex in charts.items()
-                }
+            writer.add_text(f"about/{task}", note, 0)
+            charts = dict(COMPARE_CHARTS)
+            charts["token accuracy, x = length (eval.py; set Smoothing to 0)"] = BY_LENGTH[
+                "token_accuracy"
+            ]
+            layout[f"task {task}: mean over seeds (one line per scheme)"] = {
+                f"{task}: {title}": ["Multiline", [f"^{re.escape(mean_tag(task, leaf))}$"]]
+                for title, leaf in charts.items()
             }
-        )
+        writer.add_custom_scalars(layout)
+
+
+AUTO_SELECTED = 40
+"""The most runs TensorBoard's Scalars, Custom Scalars and Images tabs select when they open
+(``maxNamesToEnableByDefault`` of its run selector): with more, every run starts unchecked and
+every chart empty. A sweep keeps below ``OUT_DIR`` at most as many (module docstring)."""
 
 
 def tensorboard_url(port: int = 6006) -> str:
-    """A link to TensorBoard's Time Series tab showing only the mean runs, one colour per scheme
-    in every task (colour runs by the regex's group: the scheme), smoothing 0."""
-    query = {
-        "smoothing": "0",
-        "runFilter": f"^{SWEEP_RUNS}/",
-        "runColorGroup": f"regex:{SWEEP_RUNS}/mean/[^/]+/(.+)",
-    }
+    """A link to TensorBoard's Time Series tab, opened on ``tensorboard --logdir OUT_DIR``:
+    the mean runs and figures only (``runFilter``, for a folder that also holds the runs of an
+    older sweep, or a parent folder opened instead), smoothing 0. Its first two tag groups, the
+    first two tasks, open expanded: one chart per figure, one line per scheme. (TensorBoard
+    takes "ignore outliers" from the browser's settings only, never from a link.)"""
+    query = {"smoothing": "0", "runFilter": f"{SWEEP_RUNS}/"}
     encoded = "&".join(f"{key}={quote(value, safe='')}" for key, value in query.items())
     return f"http://localhost:{port}/?{encoded}#timeseries"

@@ -47,12 +47,35 @@ def report(
         print(f"{name}: {path}")
     if unwritten:
         print(unwritten, file=sys.stderr)
-    print(f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}")
-    if "tensorboard_means" in paths:
-        from lab.reporting.sweep_tensorboard import tensorboard_url
-
-        print(f"  one line per scheme (mean over seeds), smoothing 0: {tensorboard_url()}")
+    print(*tensorboard_lines(out_dir, "tensorboard_means" in paths), sep="\n")
     return 1 if failed or unwritten else 0
+
+
+def tensorboard_lines(out_dir: Path, means: bool) -> list[str]:
+    """Where the sweep's TensorBoard runs are: the comparison in ``out_dir`` (the mean runs,
+    when ``means`` says they were written, and the figures) with the link that opens it, and
+    the runs' own, one task at a time, beside it (:func:`lab.sweeps.sweep.runs_root`)."""
+    from lab.common.checkpoint import EVENTS
+    from lab.reporting.sweep_tensorboard import tensorboard_url
+    from lab.sweeps.sweep import runs_root
+
+    lines = [f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}"]
+    if means:
+        lines[0] += "   (the comparison: a run per scheme, mean over seeds, and the figures)"
+        lines.append(f"  its charts, smoothing 0: {tensorboard_url()}")
+    root = Path(runs_root(out_dir))
+    tasks = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    tasks = [t for t in tasks if any((root / t).rglob(EVENTS))]
+    if tasks:
+        lines.append(
+            f"  each run (every seed), one task at a time: tensorboard --logdir "
+            f"{shlex.quote(str(root))}/TASK, TASK one of: {', '.join(tasks)}"
+        )
+        lines.append(
+            f"  all of them at once: tensorboard --logdir {shlex.quote(str(root))} "
+            "(read them in Time Series: Scalars selects no run past 40)"
+        )
+    return lines
 
 
 def _write(

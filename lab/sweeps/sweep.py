@@ -2,10 +2,16 @@
 
 A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
 
-    out_dir: runs/ablation          # where the runs and the report go
+    out_dir: runs/ablation          # where the runs, the report and its TensorBoard go
     base: {model: {...}, ...}       # run-config values shared by every run
     grid: {model.position: [...]}   # dotted key -> list of values; the product is the run list
     when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
+
+Runs go to ``OUT_DIR/NAME/``; their TensorBoard events to ``OUT_DIR-runs/TASK/NAME/`` (each
+run's ``log_dir``, :func:`runs_root`), so that ``tensorboard --logdir OUT_DIR`` lists only the
+sweep's comparison (:mod:`lab.reporting.sweep_tensorboard`: a run per scheme and the figures),
+few enough runs for TensorBoard to show them all at once, however many seeds. A run trained
+before this layout keeps its events in its own folder.
 
 Runs that already finished (checkpoint marked finished and an ``eval.json`` computed from that
 very checkpoint) are skipped; an unfinished one resumes from its checkpoint. A failing run is
@@ -27,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,7 +68,8 @@ class Sweep:
     """A parsed sweep file.
 
     Attributes:
-        out_dir: folder of the runs and the report.
+        out_dir: folder of the runs, the report and the sweep's TensorBoard runs (the runs'
+            own TensorBoard events go to :func:`runs_root`).
         base: dotted ``key=value`` overrides shared by every run.
         grid: dotted key -> values; every combination is one run.
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
@@ -318,17 +326,58 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
         *sweep.command_line,
         *(f"{k}={text(v)}" for k, v in trained.items()),
     ]
+    overrides.append(f"log_dir={log_dir(sweep.out_dir, _task_of(given), name)}")
     overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
     return name, label, overrides, at_eval
 
 
+RUNS_SUFFIX = "-runs"
+"""Suffix of the folder beside ``out_dir`` that holds the runs' own TensorBoard events."""
+
+
+def runs_root(out_dir: str | Path) -> str:
+    """The folder of the TensorBoard events of a sweep's runs: ``OUT_DIR-runs`` beside
+    ``out_dir`` (``runs/ablation`` -> ``runs/ablation-runs``), one subfolder per task, one run
+    folder below it (``runs/ablation-runs/svo/rope-svo-seed0``).
+
+    Beside, not below: TensorBoard lists every folder below the one it opens that holds event
+    files as a run, and its Scalars, Custom Scalars and Images tabs select no run at all when
+    there are more than 40 (a default ablation with 6 seeds has 60). So ``tensorboard --logdir
+    OUT_DIR`` opens on the comparison alone (:mod:`lab.reporting.sweep_tensorboard`), and
+    ``--logdir OUT_DIR-runs/TASK`` on the runs of one task.
+
+    Raises:
+        ConfigError: an ``out_dir`` with no name of its own (``/``).
+    """
+    folder = os.path.normpath(str(out_dir))
+    if os.path.basename(folder) in ("", ".", ".."):
+        folder = os.path.normpath(os.path.abspath(folder))
+    if not os.path.basename(folder):
+        raise ConfigError(f"out_dir={str(out_dir)!r} has no folder name; give a folder below it")
+    return folder + RUNS_SUFFIX
+
+
+def log_dir(out_dir: str | Path, task: str, name: str) -> str:
+    """The ``log_dir`` of run ``name`` of ``task`` (:func:`runs_root`), relative to its run
+    folder ``OUT_DIR/NAME`` (``../../ablation-runs/svo/rope-svo-seed0``), so that the two stay
+    together when the folder holding both moves."""
+    target = os.path.join(runs_root(out_dir), _task_folder(task), name)
+    return os.path.relpath(target, os.path.join(str(out_dir), name))
+
+
+def _task_folder(task: str) -> str:
+    """A folder name for ``task`` (a registered task's name is one already)."""
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", task).strip("._") or "task"
+
+
 def run_identity(config: Config) -> str:
-    """What a run computes, as text: its whole config except ``run_dir`` and the options
-    sections of tasks and position schemes other than its own (which it never reads: a scheme
-    is built from its own section alone). Two grid points with the same identity are one run
+    """What a run computes, as text: its whole config except ``run_dir``, ``log_dir`` and the
+    options sections of tasks and position schemes other than its own (which it never reads: a
+    scheme is built from its own section alone). Two grid points with the same identity are one run
     (:func:`expand`)."""
     values = config_to_dict(config)
     values.pop("run_dir")
+    values.pop("log_dir")
     data, model = values["data"], values["model"]
     data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
     used = {model["position"], *config.model.member_options}  # a hybrid's schemes too
@@ -396,7 +445,7 @@ def _other_task_option(key: str, task: str) -> bool:
     return len(parts) > 3 and parts[:2] == ["data", "options"] and parts[2] != task
 
 
-RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "train.progress")
+RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "log_dir", "train.progress")
 """Keys that say how a run executes, not what it computes: a sweep may change them freely."""
 
 
@@ -430,13 +479,40 @@ def changed_settings(spec: RunSpec) -> list[str]:
     ]
 
 
+def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
+    """Refuse a run folder below ``out_dir``, or its events folder below ``events_root``, that
+    is (or passes through) a symbolic link.
+
+    Raises:
+        OSError: one line naming the link.
+    """
+    from lab.common.checkpoint import events_folder
+
+    link = linked_below(config.run_dir, out_dir)
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
+            f"only below out_dir={out_dir!r} (remove or rename the link)"
+        )
+    events = os.path.abspath(events_folder(config.run_dir, config.log_dir))
+    link = linked_below(events, events_root)
+    if link is not None:
+        raise OSError(
+            f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
+            f"its runs' TensorBoard events only below {events_root!r} (remove or rename "
+            "the link)"
+        )
+
+
 def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
     """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
     run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
     device exists, and every run already there was trained with the settings this sweep
     asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
     a question it was not trained on; nor is ``out_dir/_sweep`` (or its ``mean`` or ``figures``)
-    a link or a file, nor a report file's name a folder. With ``overwrite``, runs trained with
+    a link or a file, nor a report file's name a folder; the same for the folder of the runs'
+    TensorBoard events (:func:`runs_root`, created here): writable, and no link from it down to
+    a run's ``log_dir``. With ``overwrite``, runs trained with
     other settings are marked to be replaced (``spec.overwrite``); the training replaces each
     under its folder's lock, after checking everything (:func:`lab.training.trainer.train`), so
     nothing is deleted here.
@@ -445,7 +521,8 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys).
         ValueError: a device this machine does not have (one line).
-        OSError: the folder cannot be written, or a run folder is a symbolic link.
+        OSError: the folder cannot be written, or a run folder (or its events folder) is a
+            symbolic link.
     """
     from lab.common.runtime import resolve_device
     from lab.reporting.report import REPORT_NAMES
@@ -453,6 +530,8 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
 
     writable_folder(sweep.out_dir)
     check_not_folders(sweep.out_dir, [*REPORT_NAMES, "sweep.json"])
+    events_root = os.path.abspath(runs_root(sweep.out_dir))
+    writable_folder(events_root)
     for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
         link = linked_below(Path(sweep.out_dir) / SWEEP_RUNS / sub, sweep.out_dir)
         if link is not None or (Path(sweep.out_dir) / SWEEP_RUNS).is_file():
@@ -465,12 +544,7 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     for spec in specs:
         config = load_config(None, spec.overrides)
         resolve_device(config.device)
-        link = linked_below(config.run_dir, sweep.out_dir)
-        if link is not None:
-            raise OSError(
-                f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
-                f"only below out_dir={sweep.out_dir!r} (remove or rename the link)"
-            )
+        _check_run_links(config, sweep.out_dir, events_root)
         try:
             changed[spec.name] = changed_settings(spec)
         except ValueError:  # an unreadable checkpoint: that run fails with its error, alone
@@ -517,6 +591,9 @@ def run_one(
         config = _on_worker(load_config(None, spec.overrides), device, threads)
         record["run_dir"] = config.run_dir
         saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
+        if saved:  # a run keeps its events where it began them (in its folder: an older sweep)
+            kept = load_checkpoint(config.run_dir)["config"].get("log_dir") or ""
+            config = with_overrides(config, [f"log_dir={kept}"])
         finished = saved and load_checkpoint(config.run_dir).get("finished", False)
         plans = _evaluation_plans(spec, config, finished)
         if all(existing for *_, existing in plans):

@@ -40,7 +40,9 @@ from lab.common.checkpoint import (
     check_trainer_paths,
     checkpoint_digest,
     checkpoint_path,
+    clear_events,
     clear_run,
+    events_folder,
     load_checkpoint,
     load_model_state,
 )
@@ -72,6 +74,9 @@ vocabulary follows ``data.task``)."""
 SUFFIX = "-extended"
 """The child's default folder: the parent's path plus this suffix."""
 
+PLACES = ("run_dir", "log_dir")
+"""Settings that say where a run's files go, not what it learns: never listed as changed."""
+
 
 def parent_of(state: dict[str, Any]) -> dict[str, Any] | None:
     """The parent record of a loaded checkpoint ``state`` (see the module docstring), or None
@@ -84,7 +89,9 @@ def child_config(
     parent_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()
 ) -> tuple[Config, dict[str, Any]]:
     """The child's config (the parent's saved config with ``overrides``; ``run_dir`` defaults
-    to ``PARENT_RUN_DIR`` + :data:`SUFFIX`) and the parent's loaded checkpoint.
+    to ``PARENT_RUN_DIR`` + :data:`SUFFIX`, and its TensorBoard events go into its own folder
+    unless ``overrides`` give a ``log_dir``: never into the parent's) and the parent's loaded
+    checkpoint.
 
     Raises:
         FileNotFoundError: no parent folder, or no checkpoint in it (one line).
@@ -101,7 +108,7 @@ def child_config(
             f"{shlex.quote(str(parent_dir))}"
         )
     parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
-    child = with_overrides(parent, [f"run_dir={parent_dir}{SUFFIX}", *overrides])
+    child = with_overrides(parent, [f"run_dir={parent_dir}{SUFFIX}", "log_dir=", *overrides])
     check_architecture(parent, child)
     if Path(child.run_dir).resolve() == parent_dir.resolve():
         raise ConfigError(
@@ -136,9 +143,9 @@ def check_architecture(parent: Config, child: Config) -> None:
 def parent_record(parent_dir: str | Path, state: dict[str, Any], child: Config) -> dict[str, Any]:
     """``{"run", "run_dir", "step", "sha256", "changed"}`` of the parent in ``parent_dir``
     (``state`` its loaded checkpoint) for ``child``: ``changed`` maps each differing setting,
-    ``run_dir`` aside, to ``[parent value, child value]``."""
+    ``run_dir`` and ``log_dir`` (where, not what) aside, to ``[parent value, child value]``."""
     parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
-    changed = {k: list(v) for k, v in changed_keys(parent, child).items() if k != "run_dir"}
+    changed = {k: list(v) for k, v in changed_keys(parent, child).items() if k not in PLACES}
     return {
         "run": Path(parent_dir).resolve().name,
         "run_dir": str(parent_dir),
@@ -169,6 +176,8 @@ def seed_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> 
         check_trainer_paths(run_dir)
         if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
             clear_run(run_dir)
+        if child.log_dir:  # events of an earlier child left in its own log_dir
+            clear_events(events_folder(run_dir, child.log_dir))
         run = start_run(child, None, torch.device("cpu"))
         load_model_state(run.model, state["model"], parent_dir)
         run.history = [{"step": 0, "parent": record}]
@@ -185,7 +194,7 @@ def write_parent_tensorboard(child: Config, record: dict[str, Any]) -> None:
     shown = hparams(child) | {"seed": str(child.seed), "parent": record["run"]}
     shown |= {"parent_step": record["step"], "parent_sha256": record["sha256"][:16]}
     experiment, start, end = hparams_summary(shown, dict.fromkeys(HEADLINE, 0.0))
-    writer = SummaryWriter(str(child.run_dir))
+    writer = SummaryWriter(str(events_folder(child.run_dir, child.log_dir)))
     try:
         for summary in (mark_axes(experiment), start, end):
             writer.file_writer.add_summary(summary, 0)
@@ -259,7 +268,7 @@ def main(argv: list[str]) -> int:
     try:
         child, state = child_config(args.parent, args.overrides)
         changed = changed_keys(config_from_dict({**state["config"], "run_dir": args.parent}), child)
-        shown = ", ".join(f"{k}={b}" for k, (_, b) in changed.items() if k != "run_dir")
+        shown = ", ".join(f"{k}={b}" for k, (_, b) in changed.items() if k not in PLACES)
         print(f"{child.run_dir}: fine-tuning {args.parent} with {shown or 'no change'}", flush=True)
         result = train_child(child, args.parent, state)
     except (ConfigError, OSError, ValueError, TrainingDiverged, RunLocked) as error:

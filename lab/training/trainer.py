@@ -18,8 +18,11 @@ What survives what:
   test), so a resumed run stops at the step and with the weights of an uninterrupted one.
 - Events of steps after the checkpoint a run resumes from are dropped (``purge_step``, and
   removed from the event files: :func:`lab.common.event_files.drop_events_after`), and a fresh
-  start clears the files of a run stopped before its first checkpoint, so every step is in the
-  event files once.
+  start clears the files of a run stopped before its first checkpoint (and every event file in
+  a ``log_dir`` apart from the run folder, :func:`lab.common.checkpoint.clear_events`), so every
+  step is in the event files once. The events go to
+  :func:`lab.common.checkpoint.events_folder` (the run folder unless ``log_dir`` is set, as a
+  sweep does).
 - On resume, the config must equal the saved config except for
   :data:`lab.common.config.RESUME_KEYS` (see :func:`lab.training.resume.resume_config`); a
   change is saved into ``config.yaml`` and the checkpoint, and listed in the checkpoint's
@@ -48,7 +51,9 @@ from data.streams import training_batch
 from lab.common.checkpoint import (
     check_fresh_start,
     check_trainer_paths,
+    clear_events,
     clear_run,
+    events_folder,
     find_checkpoint,
     load_checkpoint,
     remove_partial_writes,
@@ -180,20 +185,28 @@ def prepare_run(
         See :func:`train`.
     """
     run_dir = Path(config.run_dir)
+    events = events_folder(run_dir, config.log_dir)
     task = config.data.build_task()
     if task.language_model:  # the evaluation's own checks, so a finished run can be evaluated
         lm_plan(config, config.eval, task)
     if group.is_main:
         check_trainer_paths(run_dir)  # before anything is deleted or trained
+        if events.exists() and not events.is_dir():
+            raise NotADirectoryError(
+                f"log_dir={config.log_dir!r} is {str(events)!r}, not a folder; the run writes "
+                "its TensorBoard events there (nothing was deleted or trained)"
+            )
     leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
     state = load_checkpoint(run_dir, device) if resume else None
     run = start_run(config, state, device, group)
     if group.is_main:
         if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
             clear_run(run_dir)
+        if state is None and config.log_dir:  # nor with the events of an earlier run
+            clear_events(events)  # left in its own log_dir (the run folder was gone)
         remove_partial_writes(run_dir)
         if state is not None:  # steps a killed process logged after its checkpoint, and
-            drop_events_after(run_dir, run.step, run.eval_pending)  # a cut-short evaluation
+            drop_events_after(events, run.step, run.eval_pending)  # a cut-short evaluation
     return run
 
 
@@ -255,11 +268,12 @@ def open_loop(run: Run, device: torch.device) -> Loop:
     ``run.step`` purged, the chart layout written) and the progress bar."""
     config, t, group = run.config, run.config.train, run.group
     run_dir = Path(config.run_dir)
+    events = events_folder(run_dir, config.log_dir)
     task = config.data.build_task()
     compiled = group.wrap(run.model, device)
     compiled = torch.compile(compiled, dynamic=True) if config.compile else compiled
     lengths = range(config.data.train_min_length, config.data.train_max_length + 1)
-    writer = SummaryWriter(str(run_dir), purge_step=run.step + 1) if group.is_main else None
+    writer = SummaryWriter(str(events), purge_step=run.step + 1) if group.is_main else None
     if writer is not None:
         write_layout(writer, config)
     bar = tqdm(
