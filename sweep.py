@@ -55,6 +55,12 @@ PROGRAMS: Programs = {
         "fine-tuned children and a run from scratch at the longer length, compared with paired "
         "tests (configs/lm_extend.yaml; --extend-study --help)",
     ),
+    "--select-lr": (
+        "lab.sweeps.select_lr",
+        "[--config SWEEP.yaml] [--lrs 3e-4,1e-3,3e-3] [--seeds 100] [key=value ...]: choose "
+        "each scheme's learning rate on in-distribution validation at an equal budget and "
+        "write a sweep file that uses them (--select-lr --help)",
+    ),
     "--compare": (
         "lab.reporting.reproducibility",
         "A.json B.json [--labels A B] [--out PAGE.md]: compare two machines' results.json of "

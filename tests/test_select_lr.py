@@ -1,0 +1,125 @@
+"""``sweep.py --select-lr``: each scheme's learning rate chosen alike, on in-distribution
+validation only, at an equal budget, and written into a sweep file that then runs with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import sweep as sweep_cli
+from lab.sweeps.select_lr import Arm, choose, parse_numbers, rank_key, why
+from lab.sweeps.sweep import expand, load_sweep
+from tests.conftest import one_error_line
+
+QUICK = str(Path(__file__).resolve().parents[1] / "configs" / "quick.yaml")
+TINY = [
+    "task=svo",
+    "train.steps=60",
+    "train.eval_every=20",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.n_layers=1",
+    "eval.samples=16",
+    "eval.probe_samples=8",
+]
+
+
+def arm(scheme="rope", lr=1e-3, steps=100, reached=True, validation=1.0, task="copy", lm=False):
+    return Arm(scheme, task, 100, lr, steps, 400, reached, validation, lm)
+
+
+def test_reaching_the_target_beats_fewer_steps_and_fewer_steps_beat_accuracy():
+    slow = [arm(lr=1e-3, steps=380), arm(lr=1e-3, steps=390, task="svo")]
+    fast_one_miss = [arm(lr=3e-3, steps=50), arm(lr=3e-3, steps=400, reached=False, task="svo")]
+    assert choose([*slow, *fast_one_miss], [1e-3, 3e-3]) == {"rope": 1e-3}  # 2/2 beats 1/2
+    fast = [arm(lr=3e-3, steps=50), arm(lr=3e-3, steps=60, task="svo")]
+    assert choose([*slow, *fast], [1e-3, 3e-3]) == {"rope": 3e-3}  # 110 steps beat 770
+    # an arm below the target counts the whole budget, whatever step it stopped at
+    assert rank_key([arm(steps=10, reached=False)])[1] == 400
+
+
+def test_without_a_target_reached_the_validation_accuracy_decides_and_ties_keep_the_first():
+    low = [arm(lr=1e-3, steps=400, reached=False, validation=0.30)]
+    high = [arm(lr=3e-4, steps=400, reached=False, validation=0.55)]
+    assert choose([*low, *high], [1e-3, 3e-4]) == {"rope": 3e-4}
+    same = [arm(lr=1e-3), arm(lr=3e-3)]
+    assert choose(same, [1e-3, 3e-3]) == {"rope": 1e-3}
+    assert choose(same, [3e-3, 1e-3]) == {"rope": 3e-3}
+
+
+def test_language_model_arms_rank_by_lower_validation_perplexity():
+    arms = [arm(lr=1e-3, validation=9.5, lm=True), arm(lr=3e-3, validation=7.25, lm=True)]
+    assert choose(arms, [1e-3, 3e-3]) == {"rope": 3e-3}
+    assert "validation perplexity 7.25" in why(arms, "rope", 3e-3)
+
+
+def test_each_scheme_gets_its_own_rate():
+    arms = [
+        arm("rope", 1e-3, validation=0.2, reached=False),
+        arm("rope", 3e-3, validation=0.9, reached=False),
+        arm("learned", 1e-3, validation=0.8, reached=False),
+        arm("learned", 3e-3, validation=0.1, reached=False),
+    ]
+    assert choose(arms, [1e-3, 3e-3]) == {"rope": 3e-3, "learned": 1e-3}
+    with pytest.raises(ValueError, match="'rope' has no finished tuning run at lr=0.01"):
+        choose(arms, [1e-3, 1e-2])
+
+
+@pytest.mark.parametrize(
+    "value, kind, message",
+    [
+        ("0", float, r"rates in \(0, 1\)"),
+        ("abc", float, "rates"),
+        ("1.5", float, "rates"),
+        ("-1", int, "seeds >= 0"),
+        ("", int, "seeds"),
+        ("1.5", int, "seeds"),
+    ],
+)
+def test_bad_rates_and_seeds_are_one_line(value, kind, message):
+    with pytest.raises(ValueError, match=message):
+        parse_numbers(value, "--x", kind)
+
+
+def test_duplicate_rates_are_one_rate():
+    assert parse_numbers("1e-3,0.001,3e-3", "--lrs", float) == [1e-3, 3e-3]
+
+
+def test_the_command_rejects_bad_input_in_one_line(tmp_path: Path, capsys):
+    argv = ["--select-lr", "--config", QUICK, f"out_dir={tmp_path / 'x'}"]
+    assert sweep_cli.main([*argv, "--lrs", "0,1e-3"]) == 2
+    assert "--lrs='0,1e-3' is invalid" in one_error_line(capsys)
+    assert sweep_cli.main([*argv, "--workers", "-1"]) == 2
+    assert "--workers=-1 is invalid" in one_error_line(capsys)
+    assert not (tmp_path / "x").exists()
+
+
+def test_select_lr_trains_every_scheme_at_every_rate_and_writes_a_sweep_that_uses_them(
+    tmp_path: Path, capsys
+):
+    out = tmp_path / "tune"
+    argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3,3e-2", "--workers", "1"]
+    assert sweep_cli.main([*argv, "position=rope,learned", *TINY, f"out_dir={out}"]) == 0
+    selection = json.loads((out / "lr_selection.json").read_text())
+    arms = [Arm(**a) for a in selection["arms"]]
+    assert sorted((a.scheme, a.lr, a.seed, a.task) for a in arms) == [
+        ("learned", 1e-3, 100, "svo"),
+        ("learned", 3e-2, 100, "svo"),
+        ("rope", 1e-3, 100, "svo"),
+        ("rope", 3e-2, 100, "svo"),
+    ]  # the tuning seed, never the sweep's evaluation seed 0
+    assert all(a.budget == 60 and a.steps <= 60 for a in arms)  # an equal budget
+    assert selection["chosen"] == choose(arms, [1e-3, 3e-2])
+    assert selection["rates"] == [1e-3, 3e-2] and "--select-lr" in selection["command"]
+    assert "in-distribution validation only" in selection["criterion"]
+    written = out / "selected_sweep.yaml"
+    assert "python sweep.py --config" in capsys.readouterr().out
+    sweep = load_sweep(written, TINY + [f"out_dir={tmp_path / 'compare'}"])
+    runs = {spec.name: spec.overrides for spec in expand(sweep)}
+    assert len(runs) == 2
+    for name, overrides in runs.items():
+        scheme = name.split("-")[0]
+        lrs = [o for o in overrides if o.startswith("train.lr=")]
+        assert float(lrs[-1].split("=")[1]) == selection["chosen"][scheme], (name, lrs)
