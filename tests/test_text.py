@@ -16,6 +16,7 @@ from data.text import EXCLUDED_FOLDERS, STDLIB, load_corpus, stdlib_files
 from lab.common.checkpoint import load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.evaluation.evaluate import evaluate_run
+from lab.lm.perplexity import lm_lengths
 from lab.training.resume import resume_config
 from lab.training.trainer import train
 
@@ -294,4 +295,16 @@ def test_each_corpus_error_names_the_path_and_its_actual_problem(
     message = one_line_error(["data.task=text", f"data.options.text.path={path}"])
     assert message == (
         f"cannot read the corpus file {str(path)!r}: Permission denied (data.options.text.path)"
+    )
+
+
+def test_a_language_model_factor_is_checked_at_the_lengths_it_really_evaluates() -> None:
+    """Its lengths are powers of 2 times the training length: 65 stops at 64x (4096 tokens)."""
+    config = load_config(None, ["data.task=text", "eval.max_length_factor=65"])
+    assert max(lm_lengths(config, config.eval).items(), key=lambda kv: kv[1]) == ("64x", 4096)
+    message = one_line_error(["data.task=text", "eval.max_length_factor=128"])
+    assert message == (
+        "eval.max_length_factor=128.0 is too long: eval.py (a language-model run's lengths are "
+        "1x, 2x, 4x ... up to 128x) needs length 8192 (over 4096 tokens for task 'text'); the "
+        "maximum is 4096 tokens per sequence"
     )

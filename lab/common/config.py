@@ -39,6 +39,7 @@ from lab.common.sections import (
     check_lengths,
     check_range,
     check_task_training,
+    lm_multiple,
     migrate_data_keys,
     sequence_tokens,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "declared_type",
     "flat_keys",
     "load_config",
+    "lm_multiple",
     "load_yaml",
     "migrate_data_keys",
     "save_config",
