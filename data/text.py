@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import stat
 import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,16 +98,21 @@ def stdlib_files() -> tuple[Path, list[Path]]:
     return root, sorted(files, key=lambda p: p.as_posix())
 
 
+def suffixes(extensions: str | None) -> tuple[str, ...] | None:
+    """The file-name endings of the comma-separated ``extensions`` (None: every file)."""
+    return None if extensions is None else tuple(s.strip() for s in extensions.split(","))
+
+
 def folder_files(root: Path, extensions: str | None) -> list[Path]:
-    """The files below a user folder (relative, sorted by POSIX path), hidden ones left out,
-    with one of the comma-separated ``extensions`` (None: every file)."""
-    suffixes = None if extensions is None else tuple(s.strip() for s in extensions.split(","))
+    """The regular files below a user folder (relative, sorted by POSIX path), hidden ones
+    left out, with one of the comma-separated ``extensions`` (None: every file)."""
+    endings = suffixes(extensions)
     files = [
         p.relative_to(root)
         for p in root.rglob("*")
         if p.is_file()
         and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        and (suffixes is None or p.name.endswith(suffixes))
+        and (endings is None or p.name.endswith(endings))
     ]
     return sorted(files, key=lambda p: p.as_posix())
 
@@ -116,7 +122,7 @@ def _split_files(root: Path, files: list[Path], holdout_every: int) -> tuple[lis
     digest = hashlib.sha256()
     train, heldout = [], []
     for i, relative in enumerate(files):
-        data = (root / relative).read_bytes()
+        data = _read(root / relative, str(root / relative))
         digest.update(f"{relative.as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
         side = heldout if i % holdout_every == holdout_every - 1 else train
@@ -124,8 +130,60 @@ def _split_files(root: Path, files: list[Path], holdout_every: int) -> tuple[lis
     return train, heldout, digest.hexdigest()
 
 
+def _read(file: Path, shown: str) -> bytes:
+    """The bytes of ``file``; an unreadable one is one ValueError line naming ``shown``."""
+    try:
+        return file.read_bytes()
+    except OSError as error:
+        raise ValueError(
+            f"cannot read the corpus file {shown!r}: {error.strerror or error} "
+            "(data.options.text.path)"
+        ) from None
+
+
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
+
+
+def _kind(path: Path) -> str:
+    """What ``path`` is, in words, when it is neither a regular file nor a folder."""
+    mode = path.stat().st_mode
+    kinds = {
+        stat.S_ISFIFO: "a named pipe (FIFO)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((words for test, words in kinds.items() if test(mode)), "not a regular file")
+
+
+def _user_files(path: str, extensions: str | None) -> tuple[Path, list[Path]] | Path:
+    """The folder and its corpus files for ``path``, or the single regular file it names.
+
+    Raises:
+        ValueError: ``path`` does not exist, is neither a regular file nor a folder (a FIFO,
+            a device), is a file given ``extensions``, or cannot be listed (one line).
+    """
+    key = f"data.options.text.path={path!r}"
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise ValueError(f"{key} does not exist; give a text file or a folder of them")
+    if root.is_file():
+        if extensions is not None:
+            raise ValueError(
+                f"{key} is a single file, and data.options.text.extensions={extensions!r} "
+                "only selects the files of a folder; set data.options.text.extensions=null"
+            )
+        return root
+    if not root.is_dir():
+        raise ValueError(
+            f"{key} is {_kind(root)}, not a regular file or folder; give a text file or a "
+            "folder of them"
+        )
+    try:
+        return root, folder_files(root, extensions)
+    except OSError as error:
+        raise ValueError(f"{key}: cannot list its files: {error}") from None
 
 
 @lru_cache(maxsize=8)
@@ -133,48 +191,56 @@ def load_corpus(path: str | None = None, holdout_every: int = 10, extensions: st
     """The corpus of ``path`` (None: the standard library), read once per process.
 
     Raises:
-        ValueError: ``path`` does not exist, a folder holds no matching file, or a split is
-            empty (one line naming the path and what to change).
+        ValueError: ``path`` does not exist or is not a regular file or folder, a file is
+            given ``extensions`` or cannot be read, a folder holds no matching file, or a split
+            is empty (one line naming the path and what to change).
     """
     if path is None:
         root, files = stdlib_files()
-        if extensions is not None:
-            files = [f for f in files if f.name.endswith(tuple(extensions.split(",")))]
+        endings = suffixes(extensions)
+        files = [f for f in files if endings is None or f.name.endswith(endings)]
     else:
-        root = Path(path).expanduser()
-        if not root.exists():
-            raise ValueError(
-                f"data.options.text.path={path!r} does not exist; give a file or folder"
-            )
-        if root.is_file():
-            return _single_file(root, path, holdout_every)
-        files = folder_files(root, extensions)
+        found = _user_files(path, extensions)
+        if isinstance(found, Path):
+            return _single_file(found, path, holdout_every)
+        root, files = found
     if not files:
-        raise ValueError(
-            f"data.options.text.path={path!r} holds no file ending in {extensions!r}; "
-            "set data.options.text.extensions (e.g. '.txt,.md') or null for every file"
-        )
+        raise ValueError(_no_files(path, extensions))
     train, heldout, sha = _split_files(root, files, holdout_every)
     if not train or not heldout:
         raise ValueError(
-            f"corpus {path or STDLIB!r} has {len(files)} file(s): too few to hold out every "
-            f"{holdout_every}th; lower data.options.text.holdout_every or add files"
+            f"corpus {path or STDLIB!r} has {len(files)} file(s): too few to hold out one in "
+            f"every {holdout_every} and train on the rest; lower "
+            "data.options.text.holdout_every or add files"
         )
     python = platform.python_version() if path is None else None
     files_count = (len(train), len(heldout))
     return Corpus(_joined(train), _joined(heldout), sha, path or STDLIB, python, files_count)
 
 
+def _no_files(path: str | None, extensions: str | None) -> str:
+    """Why a corpus folder gave no file, naming the folder and the endings asked for."""
+    where = "the standard library" if path is None else f"data.options.text.path={path!r}"
+    if extensions is None:
+        return f"{where} holds no (non-hidden) regular file; give a folder with text files"
+    return (
+        f"{where} holds no file ending in {' or '.join(suffixes(extensions) or ())} "
+        f"(data.options.text.extensions={extensions!r}); change the endings, or set them to "
+        "null for every file"
+    )
+
+
 def _single_file(file: Path, path: str, holdout_every: int) -> Corpus:
     """A user file split by bytes: its last ``1 / holdout_every`` held out."""
-    data = np.frombuffer(file.read_bytes(), dtype=np.uint8)
+    data = np.frombuffer(_read(file, path), dtype=np.uint8)
     digest = hashlib.sha256(f"{file.name}\0{data.size}\0".encode())
     digest.update(data.tobytes())
     cut = data.size - data.size // holdout_every
     if cut < 2 or cut == data.size:
+        what = "is empty" if not data.size else f"has {data.size} bytes"
         raise ValueError(
-            f"data.options.text.path={path!r} has {data.size} bytes: too few to hold out its "
-            f"last 1/{holdout_every}; give a longer file"
+            f"data.options.text.path={path!r} {what}: too few to train on and hold out its "
+            f"last 1/{holdout_every} (data.options.text.holdout_every); give a longer file"
         )
     return Corpus(data[:cut], data[cut:], digest.hexdigest(), path, None, (1, 1))
 
@@ -201,10 +267,14 @@ class TextOptions:
                 f"holdout_every={self.holdout_every} is invalid; it must be in [2, 1000]"
             )
         if self.path is not None and not self.path.strip():
-            raise ValueError("path='' is invalid; give a file or folder, or null (the stdlib)")
-        if self.extensions is not None and not all(self.extensions.split(",")):
             raise ValueError(
-                f"extensions={self.extensions!r} is invalid; give endings such as '.txt,.md'"
+                f"path={self.path!r} is empty (an unset shell variable?); give a file or "
+                "folder, or null for the standard library's source"
+            )
+        if self.extensions is not None and not all(s.strip() for s in self.extensions.split(",")):
+            raise ValueError(
+                f"extensions={self.extensions!r} is invalid: an ending is empty; give file-name "
+                "endings separated by commas, such as '.txt,.md', or null"
             )
 
 

@@ -22,6 +22,7 @@ from lab.common.config import EvalConfig
 from lab.diagnostics.attention_stats import alignment, entropy, row_statistics
 from lab.diagnostics.failures import FailureCounts, oracle_length_hits
 from lab.diagnostics.measure import attention_diagnostics
+from lab.diagnostics.rope_use import pair_shares
 from lab.diagnostics.summary import aligned_head, run_line
 from lab.evaluation.attention_maps import captured_attention, layer_weights
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_model, evaluate_run
@@ -326,6 +327,45 @@ def test_a_bad_diagnostics_value_is_one_line_naming_the_allowed_ones():
         assert (
             apply_eval_overrides(EvalConfig(), [f"eval.diagnostics={value}"]).diagnostics == value
         )
+
+
+def forward_rows(model) -> tuple[list[int], object]:
+    """The rows of every forward pass of ``model`` from now on, and the hook's handle."""
+    rows: list[int] = []
+    handle = model.register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
+    return rows, handle
+
+
+def test_rope_pair_shares_follow_batch_tokens_and_equal_the_one_shot_pass(make_model):
+    model = make_model("rope", strong=True, vocab_size=19)
+    batch = evaluation_set(build_task("copy"), 0, 6, 24)
+    t = batch.inputs.shape[1]
+    rows, handle = forward_rows(model)
+    whole = pair_shares(model, batch)
+    assert rows == [24]  # no token bound: one pass, as before
+    rows.clear()
+    chunked = pair_shares(model, batch, batch_tokens=2 * t + 1)  # two rows a pass
+    assert rows == [2] * 12
+    rows.clear()
+    one = pair_shares(model, batch, batch_tokens=1)  # under one row: one row a pass
+    handle.remove()
+    assert rows == [1] * 24
+    assert np.array(whole).shape == (2, 4)
+    assert np.allclose(chunked, whole, atol=2e-6) and np.allclose(one, whole, atol=2e-6)
+
+
+def test_attention_diagnostics_follow_batch_tokens(make_model):
+    model = make_model("rope", strong=True, vocab_size=19)
+    task = build_task("copy")
+    batch = evaluation_set(task, 0, 6, 12)
+    t = batch.inputs.shape[1]
+    whole = attention_diagnostics(model, task, batch)
+    rows, handle = forward_rows(model)
+    bounded = attention_diagnostics(model, task, batch, batch_tokens=3 * t)
+    handle.remove()
+    assert rows == [3] * 4
+    for name, value in whole.items():
+        assert np.allclose(bounded[name], value, atol=1e-5), name
 
 
 def test_diagnostics_off_evaluates_like_before(make_model):

@@ -16,6 +16,7 @@ import torch
 from test_text import PATTERN, pattern_file, tiny_lm
 
 import lab.evaluation.evaluate
+import lab.lm.perplexity
 from lab.common.config import ConfigError, load_config
 from lab.evaluation.evaluate import (
     evaluate_model,
@@ -24,9 +25,11 @@ from lab.evaluation.evaluate import (
     load_evaluation,
 )
 from lab.evaluation.runs import lm_summary_line
-from lab.lm.perplexity import bootstrap_interval, evaluate_lm
+from lab.lm.aggregate import cell, window_p_values
+from lab.lm.perplexity import bootstrap_interval, evaluate_lm, lm_plan
 from lab.lm.record import LM_SCHEMA, lm_inconsistency
-from lab.lm.windows import evaluation_windows, window_starts
+from lab.lm.report import ppl_cell
+from lab.lm.windows import MAX_WINDOW_TOKENS, evaluation_windows, window_count, window_starts
 from lab.training.trainer import build_model, train
 
 
@@ -208,3 +211,52 @@ def test_a_repeated_pattern_is_learned_to_near_zero_loss_and_its_record_is_reuse
         line.startswith("run: rope") and " on text, held-out perplexity over 1,024 tokens: " in line
     )
     assert f"1x {one['perplexity']:.2f} [" in line
+
+
+def test_a_stride_that_would_evaluate_too_many_tokens_is_one_line_naming_the_count() -> None:
+    config = load_config(None, ["data.task=text", "eval.stride=1", "eval.max_length_factor=16"])
+    with pytest.raises(ConfigError) as error:
+        lm_plan(config, config.eval, config.data.build_task())
+    assert str(error.value) == (
+        "eval.stride=1 is too small: at 8x (length 512) it makes 65,025 windows, 33,292,800 "
+        f"input tokens to evaluate; the maximum is {MAX_WINDOW_TOKENS:,} per length: give "
+        "eval.stride >= 2, a lower eval.lm_tokens or eval.max_length_factor"
+    )
+    fits = replace(config.eval, stride=16)  # 16 tokens a window at 16x: within the bound
+    assert lm_plan(config, fits, config.data.build_task())[1] == 65536
+    for n, length, stride in [(1024, 32, 1), (1024, 32, 7), (640, 64, 24), (1024, 128, None)]:
+        assert window_count(n, length, stride) == len(window_starts(n, length, stride)[0])
+
+
+def test_the_bootstrap_in_chunks_is_the_one_shot_bootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    losses = np.random.default_rng(2).gamma(2.0, 0.5, size=300)
+    tokens = np.random.default_rng(3).integers(1, 64, size=300).astype(float)
+    whole = bootstrap_interval(losses, tokens)  # 1000 x 300 draws in one chunk
+    monkeypatch.setattr(lab.lm.perplexity, "BOOTSTRAP_BUDGET", 300 * 7)  # 7 resamples a chunk
+    assert bootstrap_interval(losses, tokens) == whole
+
+
+def test_too_few_windows_give_no_interval_and_no_window_test(tmp_path: Path) -> None:
+    config = lm_config(tmp_path, "eval.lm_tokens=128")  # 4, 2 and 1 window at 1x, 2x, 4x
+    record = with_device(evaluate_model(build_model(config, torch.device("cpu")), config))
+    rows = {row["label"]: row for row in record["lengths"]}
+    assert [row["windows"] for row in rows.values()] == [4, 2, 1]
+    assert all(row["perplexity_low"] is row["perplexity_high"] is None for row in rows.values())
+    assert all(row["perplexity"] > 1 for row in rows.values())
+    jsonschema.validate(record, LM_SCHEMA)
+    assert lm_inconsistency(record) is None
+    assert (
+        "4x: 1 window(s) scored: too few for a 95% interval (needs 5), so none is given and no "
+        "per-window test is made; raise eval.lm_tokens or give eval.stride"
+    ) in record["summary"]["notes"]
+    line = lm_summary_line(record | {"run_dir": "runs/x"})
+    assert "4x " in line and "[n/a: 1 window(s)]" in line
+    other = copy.deepcopy(record) | {"position": "alibi"}
+    assert window_p_values([record], [other], "4x") == ()  # no per-checkpoint test on 1 window
+    assert ppl_cell(cell([record], "4x")).endswith("[n/a: too few windows]")
+    half = copy.deepcopy(record)
+    half["lengths"][0]["perplexity_low"] = 1.0  # one end alone is inconsistent
+    assert lm_inconsistency(half) == "length 32: one end of its interval is missing"
+    enough = with_device(evaluate_model(build_model(config, torch.device("cpu")), lm_config(
+        tmp_path, "eval.lm_tokens=640", "eval.max_length_factor=2")))  # fmt: skip
+    assert all(row["perplexity_low"] is not None for row in enough["lengths"])  # 20, 10 windows

@@ -587,3 +587,54 @@ def test_a_stop_during_a_periodic_evaluation_does_not_wait_for_it(
 
     events = EventAccumulator(str(tmp_path)).Reload()
     assert not [tag for tag in events.Tags()["scalars"] if tag.startswith("eval/")]
+
+
+def full_disk_at(patch: pytest.MonkeyPatch, module, room: int) -> None:
+    """``module.atomic_writer`` hands out files that fail as a full disk after ``room`` bytes."""
+    real = module.atomic_writer
+
+    def full_disk_writer(*args, **kwargs):
+        writer = real(*args, **kwargs)
+
+        class Context:
+            def __enter__(self):
+                return FullDisk(writer.__enter__(), room=room)
+
+            def __exit__(self, *exc):
+                return writer.__exit__(*exc)
+
+        return Context()
+
+    patch.setattr(module, "atomic_writer", full_disk_writer)
+
+
+def test_a_full_disk_during_evals_tensorboard_write_is_one_line_and_no_torn_file(
+    finished_run: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    import eval as eval_cli
+    import lab.common.event_log
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    suffix = ".extrapolation"
+    before = {p.name: p.read_bytes() for p in run.glob(f"events.out.tfevents.*{suffix}")}
+    assert len(before) == 1  # the earlier evaluation's file
+    full_disk_at(monkeypatch, lab.common.event_log, room=200)
+    code = eval_cli.main([str(run), "--no-progress", "eval.samples=8", "eval.probe_samples=8"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "Traceback" not in err and "Exception" not in err
+    assert (
+        err.startswith("error: ")
+        and (
+            f"[Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}: cannot write "
+            f"{str(run / 'events.out.tfevents.')!r}"[:-1]
+        )
+        in err
+    )
+    assert err.endswith("; the earlier TensorBoard events of this evaluation are kept")
+    after = {p.name: p.read_bytes() for p in run.glob(f"events.out.tfevents.*{suffix}")}
+    assert after == before  # no truncated file, the earlier one intact
+    assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]  # no temporary file

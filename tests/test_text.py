@@ -3,6 +3,7 @@ files, option errors, and the corpus a run records (resume refused on another co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from data.text import EXCLUDED_FOLDERS, STDLIB, load_corpus, stdlib_files
 from lab.common.checkpoint import load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.evaluation.evaluate import evaluate_run
+from lab.lm.perplexity import lm_lengths
 from lab.training.resume import resume_config
 from lab.training.trainer import train
 
@@ -201,3 +203,108 @@ def test_training_refuses_what_its_evaluation_would(tmp_path: Path, override, na
     with pytest.raises(ConfigError, match=named):
         train(config)
     assert not (tmp_path / "run" / "checkpoint.pt").exists()  # nothing trained
+
+
+def test_an_empty_path_is_refused_not_read_as_the_standard_library(tmp_path: Path) -> None:
+    """``data.options.text.path=$CORPUS`` with the variable unset: one line, not the stdlib."""
+    message = one_line_error(["data.task=text", "data.options.text.path="])
+    assert message == (
+        "data.options.text.path='' is empty (an unset shell variable?); give a file or folder, "
+        "or null for the standard library's source"
+    )
+    assert (
+        load_config(None, ["data.task=text", "data.options.text.path=null"]).data.options["text"][
+            "path"
+        ]
+        is None
+    )  # null still means the standard library
+
+
+def test_a_bad_extensions_value_among_many_overrides_names_that_key_alone(
+    tmp_path: Path,
+) -> None:
+    overrides = tiny_lm(tmp_path / "run", tmp_path, "data.options.text.extensions=,")
+    message = one_line_error(overrides)
+    assert message.startswith("data.options.text.extensions=',' is invalid: an ending is empty")
+    assert "YAML" not in message and "model.d_model" not in message  # not the 17 other overrides
+    assert "extensions=' ,.txt' is invalid" in one_line_error(
+        ["data.task=text", "data.options.text.extensions= ,.txt"]
+    )  # a blank ending would match every file
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_as_the_corpus_is_refused_as_not_a_regular_file(
+    tmp_path: Path, kind: str
+) -> None:
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+        words = "a named pipe (FIFO)"
+    else:
+        path, words = Path("/dev/zero"), "a character device"
+    message = one_line_error(["data.task=text", f"data.options.text.path={path}"])
+    assert message == (
+        f"data.options.text.path={str(path)!r} is {words}, not a regular file or folder; give "
+        "a text file or a folder of them"
+    )
+
+
+def test_extensions_given_with_a_single_file_are_refused_not_ignored(tmp_path: Path) -> None:
+    path = pattern_file(tmp_path)
+    message = one_line_error(
+        ["data.task=text", f"data.options.text.path={path}", "data.options.text.extensions=.md"]
+    )
+    assert message == (
+        f"data.options.text.path={str(path)!r} is a single file, and "
+        "data.options.text.extensions='.md' only selects the files of a folder; set "
+        "data.options.text.extensions=null"
+    )
+
+
+def test_each_corpus_error_names_the_path_and_its_actual_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / ".notes.txt").write_bytes(PATTERN)
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    cases = {
+        f"data.options.text.path={str(hidden)!r} holds no (non-hidden) regular file": [
+            f"data.options.text.path={hidden}"
+        ],
+        "the standard library holds no file ending in .zzz (data.options.text.extensions='.zzz')": [
+            "data.options.text.extensions=.zzz"
+        ],
+        f"data.options.text.path={str(empty)!r} is empty: too few to train on": [
+            f"data.options.text.path={empty}"
+        ],
+    }
+    for named, overrides in cases.items():
+        message = one_line_error(["data.task=text", *overrides])
+        assert message.startswith(named) and "None" not in message
+    path = pattern_file(tmp_path)
+    real = Path.read_bytes
+
+    def unreadable(self: Path) -> bytes:
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    message = one_line_error(["data.task=text", f"data.options.text.path={path}"])
+    assert message == (
+        f"cannot read the corpus file {str(path)!r}: Permission denied (data.options.text.path)"
+    )
+
+
+def test_a_language_model_factor_is_checked_at_the_lengths_it_really_evaluates() -> None:
+    """Its lengths are powers of 2 times the training length: 65 stops at 64x (4096 tokens)."""
+    config = load_config(None, ["data.task=text", "eval.max_length_factor=65"])
+    assert max(lm_lengths(config, config.eval).items(), key=lambda kv: kv[1]) == ("64x", 4096)
+    message = one_line_error(["data.task=text", "eval.max_length_factor=128"])
+    assert message == (
+        "eval.max_length_factor=128.0 is too long: eval.py (a language-model run's lengths are "
+        "1x, 2x, 4x ... up to 128x) needs length 8192 (over 4096 tokens for task 'text'); the "
+        "maximum is 4096 tokens per sequence"
+    )

@@ -39,6 +39,7 @@ from lab.common.sections import (
     check_lengths,
     check_range,
     check_task_training,
+    lm_multiple,
     migrate_data_keys,
     sequence_tokens,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "declared_type",
     "flat_keys",
     "load_config",
+    "lm_multiple",
     "load_yaml",
     "migrate_data_keys",
     "save_config",
@@ -338,17 +340,24 @@ def _parse_overrides(overrides: list[str] | tuple[str, ...]) -> DictConfig:
     """``key=value`` items as a config; later items win.
 
     A value is read as YAML (``3`` an int, ``null`` None, ``[1,2]`` a list), except for a key
-    typed ``str`` (a config field or a task option), which keeps the literal text:
-    ``run_dir=007`` is the folder ``007``, not 7, and ``data.options.modular_arithmetic.
-    operations=*`` the text ``*``, not a YAML alias.
+    typed ``str`` or ``str | None`` (a config field or a task option), which keeps the literal
+    text (``null`` alone meaning None for the latter): ``run_dir=007`` is the folder ``007``,
+    not 7, ``data.options.modular_arithmetic.operations=*`` the text ``*``, not a YAML alias,
+    and ``data.options.text.path=`` (an unset shell variable) the empty text, which the option
+    refuses, not null (its default).
     """
     typed, literal = [], []
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} is not key=value, e.g. model.position=rope")
-        text = _field_types().get(key) is str or _task_option_type(key) is str
-        (literal if text else typed).append((key, value, item))
+        kind = _field_types().get(key) or _task_option_type(key)
+        if kind == str | None and value == "null":
+            typed.append((key, value, item))
+        elif kind is str or kind == str | None:
+            literal.append((key, value, item))
+        else:
+            typed.append((key, value, item))
     try:
         parsed = OmegaConf.from_dotlist([item for _, _, item in typed])
         for key, value, _ in literal:  # in the given order: the last one wins

@@ -365,6 +365,11 @@ def check_lengths(data: DataConfig, evaluation: EvalConfig) -> None:
     }
     if evaluation.lengths is not None:
         asked[f"eval.lengths={evaluation.lengths}"] = (max(evaluation.lengths), "eval.py")
+    elif task_class(data.task).language_model:  # its lengths stop at the last power of 2
+        multiple = lm_multiple(evaluation.max_length_factor)
+        where = f"eval.py (a language-model run's lengths are 1x, 2x, 4x ... up to {multiple}x)"
+        factor = f"eval.max_length_factor={evaluation.max_length_factor}"
+        asked[factor] = (multiple * longest, where)
     else:
         factor = f"eval.max_length_factor={evaluation.max_length_factor}"
         asked[factor] = (round(evaluation.max_length_factor * longest), "eval.py")
@@ -379,6 +384,15 @@ def check_lengths(data: DataConfig, evaluation: EvalConfig) -> None:
                 f"{setting} is too long: {where} needs length {length} ({size} for task "
                 f"{data.task!r}); the maximum is {MAX_TOKENS} tokens per sequence"
             )
+
+
+def lm_multiple(factor: float) -> int:
+    """The longest multiple of the training length a language-model run evaluates at
+    ``eval.max_length_factor=factor``: the largest power of 2 not above it (65 -> 64)."""
+    multiple = 1
+    while multiple * 2 <= factor:
+        multiple *= 2
+    return multiple
 
 
 def check_task_training(data: DataConfig, train: TrainConfig) -> None:

@@ -37,7 +37,7 @@ def diagnosed_length(
         result.failures = counts.to_dict(train_answer_tokens)
         if isinstance(model, Transformer):
             first = batch.rows(slice(0, diagnostic_samples))
-            result.attention = attention_diagnostics(model, task, first)
+            result.attention = attention_diagnostics(model, task, first, batch_tokens)
     return result, time.perf_counter() - started
 
 

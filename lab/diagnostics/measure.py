@@ -27,7 +27,9 @@ def chunk_rows(heads: int, queries: int, tokens: int) -> int:
 
 
 @torch.no_grad()
-def attention_diagnostics(model: Transformer, task: Task, batch: Batch) -> dict[str, Any]:
+def attention_diagnostics(
+    model: Transformer, task: Task, batch: Batch, batch_tokens: int | None = None
+) -> dict[str, Any]:
     """Per layer and head, means over ``batch``'s answer queries (pads excluded) of
     :data:`lab.diagnostics.attention_stats.STATISTICS`, and of
     :data:`lab.diagnostics.attention_stats.ALIGNMENT` over the queries whose answer token the
@@ -37,6 +39,8 @@ def attention_diagnostics(model: Transformer, task: Task, batch: Batch) -> dict[
         model: on its device; evaluated in eval mode and float32 (restored afterwards).
         task: the task of ``batch``.
         batch: rows of one length.
+        batch_tokens: most tokens per forward pass (``eval.batch_tokens``; None: no token
+            bound); rows also follow :data:`WEIGHT_BUDGET` (:func:`chunk_rows`), at least one.
 
     Returns:
         ``{"samples", "answer_tokens", "aligned_tokens", STAT: [[float per head] per layer]
@@ -52,6 +56,8 @@ def attention_diagnostics(model: Transformer, task: Task, batch: Batch) -> dict[
     positions = torch.arange(t, device=device)[answer]  # (Q,)
     sums: list[dict[str, Tensor]] = [{} for _ in model.blocks]
     rows = chunk_rows(model.config.n_heads, queries, t)
+    if batch_tokens is not None:
+        rows = min(rows, max(1, batch_tokens // t))
     for start in range(0, n, rows):
         chunk = batch.rows(slice(start, start + rows))
         sources = source_mask(task, chunk)  # (b, A, S - 1) or None, one chunk at a time

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from data import Batch, Task
 from data.streams import evaluation_set
+from lab.diagnostics.measure import chunk_rows
 from lab.evaluation.attention_maps import captured_attention
 from lab.evaluation.extrapolation import evaluate_batch
 from model import Transformer
@@ -37,13 +38,32 @@ def uses_rope(model: Transformer) -> bool:
 
 
 @torch.no_grad()
-def pair_shares(model: Transformer, batch: Batch) -> list[list[float]]:
+def pair_shares(
+    model: Transformer, batch: Batch, batch_tokens: int | None = None
+) -> list[list[float]]:
     """Per layer, the share of the mean ``|q_f . k_f|`` carried by each rotated pair ``f``
     (highest frequency first), means over heads, answer queries and the keys each sees
-    (causal): ``[[share per pair] per layer]``, each list summing to 1."""
+    (causal): ``[[share per pair] per layer]``, each list summing to 1.
+
+    The rows go through the model in chunks of at most ``batch_tokens`` tokens (None: no
+    token bound) and of :func:`lab.diagnostics.measure.chunk_rows` (the attention-weight
+    budget), at least one row; the per-pair sums add up over chunks, so the shares are those
+    of one pass over every row (to float rounding), at a memory bounded by the chunk."""
     model.eval()
-    answer = batch.answer_slice
-    shares: list[list[float]] = []
+    n, t = batch.inputs.shape
+    rows = chunk_rows(model.config.n_heads, t - batch.answer_slice.start, t)
+    if batch_tokens is not None:
+        rows = min(rows, max(1, batch_tokens // t))
+    sums: list[Tensor] = []  # per layer: float64 (R/2,) sums of |q_f . k_f| over every entry
+    for start in range(0, n, rows):
+        _add_pair_sums(model, batch.rows(slice(start, start + rows)), sums)
+    return [[round(float(v), 6) for v in total / total.sum()] for total in sums]
+
+
+def _add_pair_sums(model: Transformer, chunk: Batch, sums: list[Tensor]) -> None:
+    """Add one chunk's per-layer, per-pair sums of ``|q_f . k_f|`` (answer queries, the keys
+    each sees, every head) into ``sums`` (one float64 tensor per layer, made on first use)."""
+    answer = chunk.answer_slice
 
     def on_layer(index: int, module: torch.nn.Module, x: Tensor, context: Any) -> None:
         b, t, d = x.shape
@@ -57,13 +77,15 @@ def pair_shares(model: Transformer, batch: Batch) -> list[list[float]]:
         for f in range(half):
             dims = [f, f + half]
             dot = q_rot[..., dims] @ k_rot[..., dims].transpose(-1, -2)  # (B, H, Q, T)
-            mass.append(dot.abs()[..., seen].mean())
-        total = torch.stack(mass)
-        shares.append([round(float(v), 6) for v in total / total.sum()])
+            mass.append(dot.abs()[..., seen].double().sum())
+        total = torch.stack(mass).cpu()
+        if index == len(sums):
+            sums.append(total)
+        else:
+            sums[index] += total
 
     with captured_attention(model, on_layer):
-        model(batch.inputs.to(next(model.parameters()).device), prefix_len=batch.answer_start)
-    return shares
+        model(chunk.inputs.to(next(model.parameters()).device), prefix_len=chunk.answer_start)
 
 
 def p_rope_exact_match(
@@ -93,12 +115,13 @@ def rope_record(
     precision: str,
 ) -> dict[str, Any] | None:
     """The ``rope`` entry of ``eval.json``'s ``diagnostics`` (None for another scheme):
-    ``pair_shares`` at the longest training length, ``low_frequency_share`` (the lowest quarter
+    ``pair_shares`` at the longest training length (in chunks of ``e.batch_tokens``),
+    ``low_frequency_share`` (the lowest quarter
     of the pairs, mean over layers), and ``p_rope`` (:func:`p_rope_exact_match` at ``lengths``)."""
     if not uses_rope(model):
         return None
     batch = evaluation_set(task, seed, train_max, e.diagnostic_samples)
-    shares = pair_shares(model, batch)
+    shares = pair_shares(model, batch, e.batch_tokens)
     quarter = max(1, len(shares[0]) // 4)
     low = sum(sum(layer[-quarter:]) for layer in shares) / len(shares)
     exact = p_rope_exact_match(model, task, lengths, seed, e, precision)

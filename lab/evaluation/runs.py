@@ -103,7 +103,12 @@ def lm_summary_line(result: dict[str, Any], out: Path | None = None) -> str:
     for row in result["lengths"]:
         if row["supported"]:
             low, high = row["perplexity_low"], row["perplexity_high"]
-            figures.append(f"{row['label']} {row['perplexity']:.2f} [{low:.2f}, {high:.2f}]")
+            span = (
+                f"[{low:.2f}, {high:.2f}]"
+                if low is not None
+                else f"[n/a: {row['windows']} window(s)]"
+            )
+            figures.append(f"{row['label']} {row['perplexity']:.2f} {span}")
         else:
             figures.append(f"{row['label']} -")
     tokens = result["lengths"][0]["tokens_scored"]

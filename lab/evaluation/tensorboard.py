@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.common.event_log import EventLog
 from lab.common.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from lab.diagnostics.tensorboard import write_diagnostics
 from lab.evaluation.figure import plot_accuracy_vs_length
@@ -31,15 +32,15 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
 
     A language-model evaluation (``kind == "lm"``) writes its own curves instead
     (:func:`lab.lm.tensorboard.write_lm_tensorboard`).
+
+    Raises:
+        OSError: the event file cannot be written (one line, :meth:`EventLog.write`); the
+            earlier evaluation's file is kept and no partial file is left.
     """
     if result.get("kind") == "lm":
         write_lm_tensorboard(result, run_dir)
         return
-    from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
-
-    for old in Path(run_dir).glob(f"events.out.tfevents.*{EVAL_EVENTS}"):
-        old.unlink()  # the latest evaluation replaces earlier ones instead of merging with them
-    writer = SummaryWriter(str(run_dir), filename_suffix=EVAL_EVENTS)
+    writer = EventLog()  # written at once, atomically: a full disk is one line, no torn file
     compare = f"compare/{result['task']}/{LENGTH_COMPARE}"  # lab.training.run_logs' layout
     for row in result["lengths"]:
         if row["supported"]:
@@ -55,7 +56,7 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
     for tag, value in headline_scalars(result).items():
         writer.add_scalar(tag, value, 0)
     write_diagnostics(writer, result)
-    writer.close()
+    writer.write(run_dir, EVAL_EVENTS)  # the latest evaluation replaces earlier ones
 
 
 def headline_scalars(result: dict[str, Any]) -> dict[str, float]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lab.lm.record import MIN_INTERVAL_WINDOWS
 from lab.stats.intervals import t_interval
 from lab.stats.seed_stats import Paired, holm
 from lab.stats.seed_stats import paired as seed_paired
@@ -137,7 +138,8 @@ def paired(runs_a: list[Result], runs_b: list[Result], label: str) -> Paired | N
 def window_p_values(runs_a: list[Result], runs_b: list[Result], label: str) -> tuple[float, ...]:
     """Per shared seed (in seed order), the Wilcoxon p-value of the two checkpoints' per-window
     losses at ``label`` (:func:`window_p_value`): a per-checkpoint description, not a test of
-    the schemes.
+    the schemes; none for a seed whose rows hold fewer than
+    :data:`lab.lm.record.MIN_INTERVAL_WINDOWS` windows.
 
     Raises:
         ValueError: a seed's two runs scored different windows.
@@ -148,7 +150,8 @@ def window_p_values(runs_a: list[Result], runs_b: list[Result], label: str) -> t
         if run["seed"] not in by_seed_b:
             continue
         row_a, row_b = length_row(run, label), length_row(by_seed_b[run["seed"]], label)
-        if row_a and row_b and row_a["supported"] and row_b["supported"]:
+        rows = (row_a, row_b)
+        if all(r and r["supported"] and r["windows"] >= MIN_INTERVAL_WINDOWS for r in rows):
             p_values.append(window_p_value(row_a, row_b))
     return tuple(p_values)
 

@@ -42,6 +42,7 @@ from typing import Any
 from lab.common.files import atomic_write
 from lab.lm.aggregate import row_at
 from lab.lm.findings import LOSS_MARGIN, finding, part
+from lab.lm.record import MIN_INTERVAL_WINDOWS
 from lab.reporting.tables import format_table
 from lab.stats.intervals import t_interval
 from lab.stats.seed_stats import ALPHA, Paired, holm
@@ -133,10 +134,10 @@ def perplexity_cell(runs: dict[int, Result], length: int) -> str:
     if not rows or None in rows:
         return "-"
     if len(rows) == 1:
-        row = rows[0]
-        return (
-            f"{row['perplexity']:.2f} [{row['perplexity_low']:.2f}, {row['perplexity_high']:.2f}]"
-        )
+        row, low, high = rows[0], rows[0]["perplexity_low"], rows[0]["perplexity_high"]
+        if low is None:  # too few windows for an interval
+            return f"{row['perplexity']:.2f} [n/a: {row['windows']} window(s)]"
+        return f"{row['perplexity']:.2f} [{low:.2f}, {high:.2f}]"
     interval = t_interval([math.log(row["perplexity"]) for row in rows])
     return (
         f"{math.exp(interval.mean):.2f} "
@@ -197,7 +198,7 @@ def paired(a: dict[int, Result], b: dict[int, Result], length: int) -> ArmTest |
     window_p = tuple(
         wilcoxon_signed_rank(ra["window_losses"], rb["window_losses"])[1]
         for ra, rb in rows
-        if len(ra["window_losses"]) == len(rb["window_losses"])
+        if len(ra["window_losses"]) == len(rb["window_losses"]) >= MIN_INTERVAL_WINDOWS
     )
     a_ppl = sum(ra["perplexity"] for ra, _ in rows) / len(rows)
     b_ppl = sum(rb["perplexity"] for _, rb in rows) / len(rows)
@@ -361,7 +362,8 @@ def report_text(results: list[Result]) -> str:
             f"## Perplexity by length (L = {original} tokens)",
             "",
             "Held-out perplexity at multiples of the parents' training length L; one seed: "
-            "its 95% bootstrap interval over windows; several: the geometric mean over seeds with "
+            "its 95% bootstrap interval over windows (none below "
+            f"{MIN_INTERVAL_WINDOWS} windows); several: the geometric mean over seeds with "
             "a 95% t-interval of the mean loss, exponentiated.",
             "",
             perplexity_table(results),

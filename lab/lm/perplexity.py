@@ -23,15 +23,19 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from data import Task
-from lab.common.config import Config, ConfigError, EvalConfig, config_to_dict
+from lab.common.config import Config, ConfigError, EvalConfig, config_to_dict, lm_multiple
 from lab.common.machine import machine_info
 from lab.common.runtime import autocast, compute_dtype
 from lab.evaluation.extrapolation import multiple_label, unsupported_reason
-from lab.lm.record import LM_SCHEMA_VERSION
-from lab.lm.windows import Windows, evaluation_windows, scored_tokens
+from lab.lm.record import LM_SCHEMA_VERSION, MIN_INTERVAL_WINDOWS
+from lab.lm.windows import Windows, check_window_tokens, evaluation_windows, scored_tokens
 
 BOOTSTRAP_SAMPLES = 1000
 """Resamples of windows for a perplexity's 95% interval (seeded: ``default_rng(0)``)."""
+BOOTSTRAP_BUDGET = 2**22
+"""Most resampled windows held at once: resamples are drawn in chunks of
+``BOOTSTRAP_BUDGET // windows`` rows (at least one), so 65,000 sliding windows need about
+100 MB, not 1.5 GB; the draws, and so the interval, are those of one draw of every resample."""
 
 
 def lm_lengths(config: Config, e: EvalConfig) -> dict[str, int]:
@@ -46,10 +50,10 @@ def lm_lengths(config: Config, e: EvalConfig) -> dict[str, int]:
             f"({config.data.task!r}) evaluates train_max_length * 2**k up to "
             "eval.max_length_factor: set eval.lengths=null"
         )
-    high, lengths, k = config.data.train_max_length, {}, 0
-    while 2**k <= e.max_length_factor:
-        lengths[multiple_label(2**k)] = high * 2**k
-        k += 1
+    high, lengths, multiple = config.data.train_max_length, {}, 1
+    while multiple <= lm_multiple(e.max_length_factor):  # what the config's check_lengths checks
+        lengths[multiple_label(multiple)] = high * multiple
+        multiple *= 2
     return lengths
 
 
@@ -59,7 +63,8 @@ def lm_plan(config: Config, e: EvalConfig, task: Task) -> tuple[dict[str, int], 
 
     Raises:
         ConfigError: ``eval.lengths`` set, ``eval.lm_tokens`` out of the corpus's range, or
-            ``eval.stride`` longer than the training length (one line each).
+            ``eval.stride`` longer than the training length, or so short that a length would
+            evaluate over :data:`lab.lm.windows.MAX_WINDOW_TOKENS` tokens (one line each).
     """
     lengths = lm_lengths(config, e)
     if e.stride is not None and e.stride > config.data.train_max_length:
@@ -68,7 +73,9 @@ def lm_plan(config: Config, e: EvalConfig, task: Task) -> tuple[dict[str, int], 
             f"({config.data.train_max_length}): windows would skip tokens; give eval.stride <= "
             f"{config.data.train_max_length}"
         )
-    return lengths, scored_tokens(task.corpus, e.lm_tokens, list(lengths.values()))
+    n_tokens = scored_tokens(task.corpus, e.lm_tokens, list(lengths.values()))
+    check_window_tokens(n_tokens, lengths, e.stride)
+    return lengths, n_tokens
 
 
 @torch.inference_mode()
@@ -100,11 +107,13 @@ def bootstrap_interval(window_losses: np.ndarray, tokens: np.ndarray) -> tuple[f
     over windows (``window_losses`` their mean losses, ``tokens`` their scored tokens), from
     :data:`BOOTSTRAP_SAMPLES` resamples of the windows with replacement (Efron and Tibshirani
     1993, "An Introduction to the Bootstrap", ch. 13), seeded ``default_rng(0)``."""
-    rng = np.random.default_rng(0)
-    picks = rng.integers(0, len(window_losses), size=(BOOTSTRAP_SAMPLES, len(window_losses)))
-    weights = tokens[picks]  # (R, W)
-    means = (window_losses[picks] * weights).sum(axis=1) / weights.sum(axis=1)  # (R,)
-    low, high = np.percentile(np.exp(means), [2.5, 97.5])
+    rng, n = np.random.default_rng(0), len(window_losses)
+    rows, means = max(1, BOOTSTRAP_BUDGET // n), []
+    for start in range(0, BOOTSTRAP_SAMPLES, rows):
+        picks = rng.integers(0, n, size=(min(rows, BOOTSTRAP_SAMPLES - start), n))  # (r, W)
+        weights = tokens[picks]  # (r, W)
+        means.append((window_losses[picks] * weights).sum(axis=1) / weights.sum(axis=1))
+    low, high = np.percentile(np.exp(np.concatenate(means)), [2.5, 97.5])
     return float(low), float(high)
 
 
@@ -123,7 +132,9 @@ def length_row(
     sums = (losses.double() * scored).sum(dim=1)  # (W,)
     counts = scored.sum(dim=1).double()  # (W,)
     loss = float(sums.sum() / counts.sum())
-    low, high = bootstrap_interval((sums / counts).numpy(), counts.numpy())
+    low = high = None  # too few windows for an interval (lm_record's notes say so)
+    if len(counts) >= MIN_INTERVAL_WINDOWS:
+        low, high = bootstrap_interval((sums / counts).numpy(), counts.numpy())
     return row | {
         "loss": loss,
         "perplexity": math.exp(loss),
@@ -197,6 +208,13 @@ def lm_record(
         f"{row['label']}: length {row['length']} is unsupported: {row['reason']}"
         for row in rows
         if not row["supported"]
+    ]
+    notes += [
+        f"{row['label']}: {row['windows']} window(s) scored: too few for a 95% interval (needs "
+        f"{MIN_INTERVAL_WINDOWS}), so none is given and no per-window test is made; raise "
+        "eval.lm_tokens or give eval.stride"
+        for row in rows
+        if row["supported"] and row["perplexity_low"] is None
     ]
     return {
         "kind": "lm",

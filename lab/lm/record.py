@@ -19,6 +19,11 @@ RUN_FIELDS = (
 LM_SCHEMA_VERSION = 1
 """Version of :data:`LM_SCHEMA`."""
 
+MIN_INTERVAL_WINDOWS = 5
+"""Fewest windows a length's perplexity gets a 95% bootstrap interval from: with fewer (one
+window gives a zero-width "interval"), ``perplexity_low`` and ``perplexity_high`` are null,
+reports show the perplexity alone with a note, and no per-window test is made."""
+
 _NUMBER_OR_NULL = {"type": ["number", "null"], "minimum": 0}
 _LENGTH = {"type": "integer", "minimum": 1}
 
@@ -45,8 +50,9 @@ _LM_LENGTH = {
     },
 }  # fmt: skip
 """One evaluation length: loss (nats per token) and perplexity over every scored token, the
-95% bootstrap interval of the perplexity over windows, and each window's mean loss (the same
-windows for every run: paired tests pair them); figures null where ``supported`` is false."""
+95% bootstrap interval of the perplexity over windows (null below :data:`MIN_INTERVAL_WINDOWS`
+windows), and each window's mean loss (the same windows for every run: paired tests pair
+them); figures null where ``supported`` is false."""
 
 _CORPUS = {
     "type": "object",
@@ -167,13 +173,16 @@ def _row_inconsistency(row: dict[str, Any], sliding: bool) -> str | None:
     keys = ("loss", "perplexity", "perplexity_low", "perplexity_high", "window_losses")
     if not row["supported"]:
         return None if all(row[k] is None for k in keys) else "unsupported, yet it has figures"
-    if any(row[k] is None for k in keys):
+    few = row["windows"] < MIN_INTERVAL_WINDOWS  # an interval may be null, and only then
+    if any(row[k] is None for k in keys if not (few and k.startswith("perplexity_"))):
         return "supported, yet a figure is missing"
     loss, ppl = row["loss"], row["perplexity"]
     if not math.isclose(ppl, math.exp(loss), rel_tol=1e-9):
         return f"perplexity {ppl} is not exp(loss {loss})"
     low, high = row["perplexity_low"], row["perplexity_high"]
-    if not low * (1 - 1e-9) <= ppl <= high * (1 + 1e-9):
+    if (low is None) != (high is None):
+        return "one end of its interval is missing"
+    if low is not None and not low * (1 - 1e-9) <= ppl <= high * (1 + 1e-9):
         return f"perplexity {ppl} lies outside its interval [{low}, {high}]"
     window_losses = row["window_losses"]
     if len(window_losses) != row["windows"] or row["windows"] > row["tokens_scored"]:

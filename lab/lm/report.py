@@ -27,6 +27,7 @@ from lab.lm.aggregate import (
     window_p_values,
 )
 from lab.lm.findings import lm_findings
+from lab.lm.record import MIN_INTERVAL_WINDOWS
 from lab.reporting.aggregate import groups, tasks
 from lab.reporting.tables import DASH, format_table
 from lab.stats.seed_stats import ALPHA, Paired
@@ -77,9 +78,13 @@ def lm_csv_rows(results: list[Result], out_dir: str | Path | None = None) -> lis
 
 
 def ppl_cell(value: Cell) -> str:
-    """``'5.45 [5.31, 5.60]'``, ``'5.45'`` (one run without an interval) or ``'n/a (reason)'``."""
+    """``'5.45 [5.31, 5.60]'``, ``'5.45 [n/a: too few windows]'`` (one run scored on fewer
+    than :data:`lab.lm.record.MIN_INTERVAL_WINDOWS` windows), ``'5.45'`` (another cell without
+    an interval) or ``'n/a (reason)'``."""
     if value.mean is None:
         return f"n/a ({value.reason})"
+    if value.interval == "bootstrap" and value.low is None:
+        return f"{value.mean:.2f} [n/a: too few windows]"
     if value.low is None or value.high is None:
         return f"{value.mean:.2f}"
     return f"{value.mean:.2f} [{value.low:.2f}, {value.high:.2f}]"
@@ -185,7 +190,8 @@ def corpus_lines(results: list[Result]) -> list[str]:
 EXPLAINED = (
     "Perplexity is exp(mean loss per token, nats) on held-out text; a cell is the mean over "
     "seeds with its 95% t-interval over seeds, or for a single run its 95% bootstrap interval "
-    "over windows; `n/a` names why a scheme cannot encode a length. Paired tests: the seed is "
+    f"over windows (none below {MIN_INTERVAL_WINDOWS} windows: `[n/a: too few windows]`); "
+    "`n/a` names why a scheme cannot encode a length. Paired tests: the seed is "
     "the unit of evidence. `loss A - B` is the mean over seeds of the per-seed difference in "
     "mean loss (negative: A is better), with its 95% t-interval; significant when both the "
     "paired t-test and the exact sign-flip test reject after Holm's correction over every "

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lab.common.event_log import EventLog
 from lab.common.tb_tags import LENGTH_CURVES
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
 from lab.training.run_logs import comparison_layout
@@ -69,12 +70,13 @@ def lm_scalars(result: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
 
 def write_lm_tensorboard(result: dict[str, Any], folder: str | Path) -> None:
     """Log one LM evaluation into ``folder``'s TensorBoard run (module docstring), replacing an
-    earlier one (event files ending in :data:`LM_EVENTS`)."""
-    from torch.utils.tensorboard import SummaryWriter  # slow import, only when needed
+    earlier one (event files ending in :data:`LM_EVENTS`).
 
-    for old in Path(folder).glob(f"events.out.tfevents.*{LM_EVENTS}"):
-        old.unlink()
-    writer = SummaryWriter(str(folder), filename_suffix=LM_EVENTS)
+    Raises:
+        OSError: the event file cannot be written (one line,
+            :meth:`lab.common.event_log.EventLog.write`); the earlier file is kept.
+    """
+    writer = EventLog()  # written at once, atomically: a full disk is one line, no torn file
     for tag, points in lm_scalars(result).items():
         mirror = f"compare/{result['task']}/{COMPARE_LEAVES[tag]}"
         for step, value in points:
@@ -87,4 +89,4 @@ def write_lm_tensorboard(result: dict[str, Any], folder: str | Path) -> None:
         writer.add_figure("figures/perplexity_vs_length", perplexity_figure([result]), steps)
     if result["positions"]["loss"]:
         writer.add_figure("figures/loss_vs_position", position_figure([result]), steps)
-    writer.close()
+    writer.write(folder, LM_EVENTS)

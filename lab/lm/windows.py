@@ -67,6 +67,43 @@ def scored_tokens(corpus: Corpus, lm_tokens: int, lengths: list[int]) -> int:
     return lm_tokens // longest * longest
 
 
+MAX_WINDOW_TOKENS = 2**24
+"""Most model input tokens (windows x length) evaluated at one length: what non-overlapping
+windows over the most ``eval.lm_tokens`` (2**24) read. A small ``eval.stride`` multiplies the
+tokens by about ``length / stride``, so it is refused past this."""
+
+
+def window_count(n_tokens: int, length: int, stride: int | None) -> int:
+    """The windows :func:`window_starts` makes, without making them."""
+    if stride is None:
+        return n_tokens // length
+    span = n_tokens - length  # the last window starts here
+    return span // stride + 1 + (1 if span % stride else 0)
+
+
+def check_window_tokens(n_tokens: int, lengths: dict[str, int], stride: int | None) -> None:
+    """Check that every length's windows hold at most :data:`MAX_WINDOW_TOKENS` input tokens.
+
+    Raises:
+        ConfigError: one line naming ``eval.stride``, the windows and tokens it makes at the
+            first length over the limit, the limit, and the smallest stride that fits.
+    """
+    for label, length in lengths.items():
+        windows = window_count(n_tokens, length, stride)
+        if stride is None or windows * length <= MAX_WINDOW_TOKENS:
+            continue
+        fits = next(
+            s for s in range(stride, length + 1)
+            if window_count(n_tokens, length, s) * length <= MAX_WINDOW_TOKENS
+        )  # fmt: skip
+        raise ConfigError(
+            f"eval.stride={stride} is too small: at {label} (length {length}) it makes "
+            f"{windows:,} windows, {windows * length:,} input tokens to evaluate; the maximum is "
+            f"{MAX_WINDOW_TOKENS:,} per length: give eval.stride >= {fits}, a lower "
+            "eval.lm_tokens or eval.max_length_factor"
+        )
+
+
 def window_starts(n_tokens: int, length: int, stride: int | None) -> tuple[np.ndarray, ...]:
     """``(starts, first_scored)`` of the windows of ``length`` that score targets
     ``1 .. n_tokens`` once each: non-overlapping (``stride`` None), or sliding by ``stride``
