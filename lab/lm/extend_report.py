@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write
+from lab.common.outputs import STUDY_NAMES
 from lab.lm.aggregate import row_at
 from lab.lm.findings import LOSS_MARGIN, finding, part
 from lab.reporting.tables import format_table
@@ -448,7 +449,7 @@ def results_csv(results: list[Result]) -> str:
     return out.getvalue()
 
 
-FIGURE_NAME = "perplexity_vs_length.png"
+REPORT_NAME, CSV_NAME, _, FIGURE_NAME = STUDY_NAMES
 """File name of the study's figure (:mod:`lab.lm.extend_figure`) in its folder and in
 ``docs/results/lm-extend/``."""
 FIGURE_LINE = "![perplexity against evaluation length, every arm]({link})"
@@ -470,8 +471,8 @@ def write_extend_report(results: list[Result], out_dir: str | Path) -> dict[str,
     if "figure" in paths:
         text += FIGURE_LINE.format(link=FIGURE_NAME) + "\n\n"
     text += report_text(results)
-    paths["report"] = atomic_write(out_dir / "extend_report.md", text)
-    paths["csv"] = atomic_write(out_dir / "extend_results.csv", results_csv(results))
+    paths["report"] = atomic_write(out_dir / REPORT_NAME, text)
+    paths["csv"] = atomic_write(out_dir / CSV_NAME, results_csv(results))
     return paths
 
 
