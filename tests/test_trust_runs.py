@@ -148,6 +148,47 @@ def test_eval_out_into_another_run_is_refused(
     assert files_of(run_b) == before
 
 
+def test_every_entry_point_refuses_the_same_output_folders(
+    finished_run: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`eval.py RUN --out SWEEP_DIR` once replaced that sweep's LM report and figures and added
+    files at its root; one check (lab.common.outputs.output_problem) now refuses, for every
+    entry point, the root, a sweep's folder and a folder inside another run's."""
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text('{"seconds": 1.0}\n')
+    (sweep_dir / "lm_report.md").write_text("# Language-model report\n")
+    before, run_before = files_of(sweep_dir), files_of(finished_run)
+    inside = finished_run / "evaluations" / "x"
+    never_evaluate(monkeypatch)
+    refusals = {
+        ("--out", str(sweep_dir)): f"--out '{sweep_dir}' is a sweep's folder (sweep.json)",
+        ("--out", "/"): "--out '/' is the filesystem root",
+        ("--out", str(inside)): f"--out '{inside}' is inside the folder of the run",
+    }
+    for argv, message in refusals.items():
+        assert eval_cli.main([str(finished_run), *argv]) == 2
+        assert message in one_error_line(capsys)
+    for run_dir, message in {
+        sweep_dir: f"run_dir='{sweep_dir}' is a sweep's folder (sweep.json)",
+        inside: f"run_dir='{inside}' is inside the folder of the run '{finished_run}'",
+        "/": "run_dir='/' is the filesystem root",
+    }.items():
+        code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run_dir}")
+        assert code == 2 and message in err
+    child = finished_run / "child"
+    assert train_cli.main(["--extend", str(finished_run), f"run_dir={child}"]) == 2
+    assert f"run_dir='{child}' is inside the folder of the run" in one_error_line(capsys)
+    out_dir = finished_run / "sweep"
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={out_dir}", *SWEEP_TINY]) == 2
+    assert f"out_dir='{out_dir}' is inside the folder of the run" in one_error_line(capsys)
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={finished_run}", *SWEEP_TINY]) == 2
+    assert "holds another run (checkpoint.pt)" in one_error_line(capsys)
+    assert files_of(sweep_dir) == before and files_of(finished_run) == run_before
+    assert eval_cli.main([str(sweep_dir), "--out", str(sweep_dir)]) == 2  # PATH itself: allowed
+    assert "no checkpoint.pt in" in one_error_line(capsys)  # refused later: no run under it
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))

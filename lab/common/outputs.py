@@ -1,10 +1,11 @@
-"""Every file the project writes into a run, sweep or study folder.
+"""Every file the project writes into a run, sweep or study folder, and where a command may write.
 
 The writers take their file names from here (the trainer, ``eval.json`` and a run's passkey
 heatmap, the cross-run reports of both kinds, ``sweep.json``, the extend study's report), and so
 does ``--overwrite`` (:func:`lab.common.checkpoint.run_files`), which deletes a file only when
 its content proves it the project's (:func:`is_ours`): a user's ``report.md``, a PNG not drawn
-by matplotlib or a JSON file named ``eval.json`` that is no evaluation stays.
+by matplotlib or a JSON file named ``eval.json`` that is no evaluation stays. :func:`output_problem`
+is the one check of every output folder a command is given (``out_dir``, ``run_dir``, ``--out``).
 """
 
 from __future__ import annotations
@@ -97,3 +98,49 @@ def is_ours(path: str | Path) -> bool:
     except OSError:
         return False
     return head.startswith(start) and needle in head
+
+
+OUTPUT_KINDS = ("out_dir", "run_dir", "--out")
+"""What :func:`output_problem` checks: a sweep's or study's folder, a run's folder, or the folder
+``eval.py --out`` writes its reports and ``eval.json`` files to."""
+
+
+def output_problem(value: str, key: str = "out_dir", same_as: str | None = None) -> str | None:
+    """Why ``value`` cannot be the output folder ``key`` (one of :data:`OUTPUT_KINDS`), as one
+    line naming ``key`` and the value, or None when it can: the one check every entry point
+    applies to the folder it writes into.
+
+    Refused for every kind: an empty value (an unset shell variable), the filesystem root, a
+    path that exists but is not a folder, and a folder inside another run's folder (one of its
+    parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
+    ``sweep.json``; its runs go below it); for ``out_dir`` and ``--out``, a run's folder itself;
+    for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
+    folder ``same_as`` (``eval.py PATH --out PATH`` writes where ``eval.py PATH`` does).
+    """
+    if key not in OUTPUT_KINDS:
+        raise ValueError(f"output kind {key!r} is not one of {', '.join(OUTPUT_KINDS)}")
+    flag = f"{key} {value!r}" if key.startswith("-") else f"{key}={value!r}"
+    example = f"{key} runs/x" if key.startswith("-") else f"{key}=runs/x"
+    if not value.strip():
+        return f"{flag} is invalid; give a folder, e.g. {example}"
+    path = Path(value).expanduser().resolve()
+    if path == Path(path.anchor):
+        return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
+    if path.exists() and not path.is_dir():
+        return f"{flag} is a file, not a folder; give a folder"
+    if same_as is not None and path == Path(same_as).expanduser().resolve():
+        return None
+    run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)
+    if run is not None:
+        return (
+            f"{flag} is inside the folder of the run {str(run)!r}, whose files it could "
+            "replace; give a folder outside every run's"
+        )
+    if key != "run_dir" and (path / CHECKPOINT_NAME).is_file():
+        return f"{flag} holds another run ({CHECKPOINT_NAME}); give a folder of its own"
+    if key != "out_dir" and (path / SWEEP_JSON).is_file():
+        return (
+            f"{flag} is a sweep's folder ({SWEEP_JSON}), whose reports it would replace; give "
+            "a folder of its own"
+        )
+    return None

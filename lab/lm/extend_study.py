@@ -44,7 +44,8 @@ from omegaconf import OmegaConf
 
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
 from lab.common.config import ConfigError, config_from_dict, load_config, load_yaml
-from lab.common.files import atomic_write, out_dir_problem
+from lab.common.files import atomic_write
+from lab.common.outputs import output_problem
 from lab.common.runlock import run_lock
 from lab.lm.extend_report import write_extend_report
 from lab.sweeps.local import run_all
@@ -124,7 +125,7 @@ def plan(raw: dict[str, Any]) -> Study:
         ConfigError: a run config that does not validate (one line).
     """
     out_dir, factor = str(raw.get("out_dir", "runs/lm_extend")), int(raw.get("factor", 4))
-    problem = out_dir_problem(out_dir)
+    problem = output_problem(out_dir, "out_dir")
     if problem:
         raise ConfigError(problem)
     study = Study(out_dir)

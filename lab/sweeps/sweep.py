@@ -54,7 +54,8 @@ from lab.common.config import (
     load_yaml,
     with_overrides,
 )
-from lab.common.files import check_not_folders, linked_below, out_dir_problem, writable_folder
+from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.outputs import SWEEP_JSON, output_problem
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
@@ -131,7 +132,7 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     in_file = dict(sweep.grid)
     for item in overrides:
         _apply_override(sweep, item)
-    problem = out_dir_problem(sweep.out_dir)
+    problem = output_problem(sweep.out_dir, "out_dir")
     if problem:
         raise ConfigError(problem)
     sweep.grid = {key: expand_all(key, values) for key, values in sweep.grid.items()}
@@ -529,7 +530,7 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     from lab.reporting.sweep_tensorboard import SWEEP_RUNS
 
     writable_folder(sweep.out_dir)
-    check_not_folders(sweep.out_dir, [*REPORT_NAMES, "sweep.json"])
+    check_not_folders(sweep.out_dir, [*REPORT_NAMES, SWEEP_JSON])
     events_root = os.path.abspath(runs_root(sweep.out_dir))
     writable_folder(events_root)
     for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
