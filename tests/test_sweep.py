@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shlex
 import shutil
 import signal
 import subprocess
@@ -616,6 +617,28 @@ def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, caps
     assert "0 run(s) trained, 1 only re-evaluated, 1 skipped" in captured.out
     assert f"{path}: evaluated on {other['device']} in {other['dtype']}" in captured.err
     assert torch.device(json.loads(path.read_text())["device"]).type == here
+
+
+def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time(
+    finished, tmp_path, capsys
+):
+    """sweep.json recorded no command (so a published page named the family's), and a re-run
+    that skipped every run replaced the training's wall time with its own few seconds."""
+    out_dir, _ = finished
+    timing = json.loads((out_dir / "sweep.json").read_text())
+    argv = ["--config", CONFIG, "--workers", "1", f"out_dir={out_dir}", *TINY]
+    made = shlex.join(["python", "sweep.py", *argv, "position=none,rope", "seed=0"])
+    assert timing["command"] == made
+    assert timing["runs"] == {"trained": 2} and timing["machine"] and timing["seconds"] > 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = (copy / "sweep.json").read_bytes()
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    assert "0 run(s) trained, 0 only re-evaluated, 2 skipped" in capsys.readouterr().out
+    assert (copy / "sweep.json").read_bytes() == before  # the training pass's, kept
+    assert run_sweep(copy, "position=none,rope", "seed=0", "eval.samples=4") == 0  # work done
+    rerun = json.loads((copy / "sweep.json").read_text())
+    assert rerun["runs"] == {"evaluated": 2} and rerun["command"].endswith("eval.samples=4")
 
 
 def test_a_smoke_sweep_reports_tables_and_no_verdict(finished, capsys, tmp_path):

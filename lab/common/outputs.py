@@ -65,6 +65,8 @@ it."""
 EVALUATION_FILES: dict[str, tuple[bytes, bytes]] = {HEATMAP_NAME: PNG}
 """Files an evaluation writes beside its ``eval.json`` (in a run folder or
 ``RUN/evaluations/LABEL``) -> their beginning and a needle, as :data:`REPORT_FILES`."""
+SWEEP_ENVELOPE = {"seconds": (int, float), "workers": int, "runs": dict, "machine": str}
+"""Fields every ``sweep.json`` the project wrote holds -> their types."""
 EVAL_ENVELOPE = {"schema_version": int, "run_dir": str, "config": dict, "lengths": list}
 """Fields every ``eval.json`` the project wrote holds, of every schema version and both kinds
 (synthetic and language-model), -> their types."""
@@ -72,13 +74,14 @@ EVAL_ENVELOPE = {"schema_version": int, "run_dir": str, "config": dict, "lengths
 
 def is_ours(path: str | Path) -> bool:
     """``path`` is a regular file (not a link) that the project wrote, by its content: an
-    ``eval.json`` parses to an object with :data:`EVAL_ENVELOPE`; a file of
+    ``eval.json`` parses to an object with :data:`EVAL_ENVELOPE`, a ``sweep.json`` to one with
+    :data:`SWEEP_ENVELOPE`; a file of
     :data:`REPORT_FILES` or :data:`EVALUATION_FILES` begins as listed there. Any other name:
     False (the callers match the names they write by name, e.g. the trainer's)."""
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         return False
-    envelope = {EVAL_NAME: EVAL_ENVELOPE}.get(path.name)
+    envelope = {EVAL_NAME: EVAL_ENVELOPE, SWEEP_JSON: SWEEP_ENVELOPE}.get(path.name)
     if envelope is not None:
         try:
             data = json.loads(path.read_bytes())

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -240,18 +241,23 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 128 + signum
-    return finish(records, Path(study.out_dir), time.perf_counter() - started, workers)
+    command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
+    seconds = time.perf_counter() - started
+    return finish(records, Path(study.out_dir), seconds, workers, command)
 
 
-def finish(records: list[dict], out_dir: Path, seconds: float, workers: int) -> int:
-    """Write ``results.json`` (every evaluation), ``sweep.json`` and the comparison
+def finish(
+    records: list[dict], out_dir: Path, seconds: float, workers: int, command: str | None = None
+) -> int:
+    """Write ``results.json`` (every evaluation), ``sweep.json`` (with ``command``, the command
+    line that made the study) and the comparison
     (:func:`lab.lm.extend_report.write_extend_report`); print it; 1 when a run failed."""
     results = [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
     failed = [r for r in records if r["status"] in ("failed", "interrupted")]
     for record in failed:
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
     atomic_write(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
-    write_timing(records, out_dir, seconds, workers)
+    write_timing(records, out_dir, seconds, workers, command=command)
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)
