@@ -13,9 +13,10 @@ go to the given folder. With ``--out DIR`` everything goes under ``DIR`` instead
 to ``DIR/<its path below the given folder>/``) and the run folders are left untouched. Every
 override is checked against each run's saved config as ``train.py`` checks a new run (lengths
 against the token limit, the task and the scheme), and every folder to write, before any
-evaluation starts; ``DIR`` is created only when the first file is written into it, and never
-a folder holding another run. Each ``eval.json`` names the checkpoint it evaluated (its step and
-SHA-256), and no write follows a symbolic link to a folder below ``DIR`` or the run.
+evaluation starts; ``DIR`` is created only when the first file is written into it, and is
+never a run's folder or inside one, nor a sweep's folder (its reports would be replaced). Each
+``eval.json`` names the checkpoint it evaluated (its step and SHA-256), and no write follows a
+symbolic link to a folder below ``DIR`` or the run.
 
 Examples::
 
@@ -40,6 +41,7 @@ from tqdm import tqdm
 
 from lab.common.config import ConfigError, EvalConfig, flat_keys
 from lab.common.files import check_not_folders, writable_folder
+from lab.common.outputs import LM_REPORT_NAMES, output_problem
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
 from lab.diagnostics.summary import run_line
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else Path(args.path)
     try:
         writable_folder(out, create=False)  # created when the first file is written into it
-        check_not_folders(out, REPORT_NAMES)
+        check_not_folders(out, REPORT_NAMES + LM_REPORT_NAMES)
     except OSError as error:
         return fail(error)
     status, plans = plan_runs(args, runs)
@@ -119,14 +121,19 @@ def check_arguments(args: argparse.Namespace) -> tuple[torch.device, list[Path]]
     """The device and the runs the arguments name, with the overrides checked up front.
 
     Raises:
-        ConfigError, OSError, ValueError: an empty ``--out``, a bad override, device or thread
-            count, or no run under the path (one line).
+        ConfigError, OSError, ValueError: a ``--out`` refused as every output folder is
+            (:func:`lab.common.outputs.output_problem`: empty, the root, a file, a run's
+            folder or inside one, a sweep's folder other than the path given), a bad override,
+            device or thread count, or no run under the path (one line).
     """
     if args.out is not None and not args.out.strip():  # e.g. --out "$UNSET"
         raise ConfigError(
             "--out is empty; give a folder for the reports, or leave --out out to write "
             "into each run"
         )
+    problem = output_problem(args.out, "--out", same_as=args.path) if args.out else None
+    if problem:
+        raise ConfigError(problem)
     apply_eval_overrides(EvalConfig(), args.overrides)  # reject bad overrides up front
     device = resolve_device(args.device)
     configure_threads(args.threads)

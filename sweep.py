@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 128 + signum
     seconds = time.perf_counter() - started
-    return report(records, Path(sweep.out_dir), seconds, workers, smoke=sweep.smoke)
+    command = shlex.join(["python", "sweep.py", *argv])  # recorded in sweep.json
+    return report(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
 
 
 def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:

@@ -33,6 +33,7 @@ from lab.common.config import (
     flat_keys,
     load_config,
 )
+from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked
 from lab.common.runtime import cpu_threads
 from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
@@ -138,10 +139,13 @@ def run_config(args: argparse.Namespace) -> Config:
 
     A new run's ``eval.position_options`` are checked against its scheme as a sweep checks
     them (:func:`lab.common.config.check_evaluable`), so no run is trained that its evaluation
-    then refuses.
+    then refuses, and its ``run_dir`` as every output folder is
+    (:func:`lab.common.outputs.output_problem`: not empty, the root, a file, a sweep's folder
+    or inside another run's).
 
     Raises:
-        ConfigError: ``--config`` with ``--resume``, or a bad file, key or value (one line).
+        ConfigError: ``--config`` with ``--resume``, or a bad file, key, value or ``run_dir``
+            (one line).
         FileNotFoundError, ValueError: ``--resume`` without a readable checkpoint.
     """
     if args.resume:
@@ -150,6 +154,9 @@ def run_config(args: argparse.Namespace) -> Config:
         return resume_config(args.resume, args.overrides)
     config = load_config(args.config, args.overrides)
     check_evaluable(config)
+    problem = output_problem(config.run_dir, "run_dir")
+    if problem:
+        raise ConfigError(problem)
     return config
 
 

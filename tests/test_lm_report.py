@@ -376,6 +376,7 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     and writes docs/results/lm.md from them: command, runs, seeds, time and machine once, the
     perplexity table and the findings; then the committed pages are current."""
     from lab.reporting import readme
+    from lab.reporting.pages import UNRECORDED
     from lab.reporting.study_pages import lm_page
 
     results_dir = tmp_path / "docs" / "results"
@@ -387,15 +388,17 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     runs = tmp_path / "runs" / "lm"
     results = sweep(TEXTBOOK)
     write_lm_reports(results, runs)
+    command = "python sweep.py --config configs/lm_quick.yaml train.steps=20"
     machine = {"seconds": 90.0, "workers": 1, "runs": {"trained": 6}, "machine": "a test CPU"}
-    (runs / "sweep.json").write_text(json.dumps(machine))
+    (runs / "sweep.json").write_text(json.dumps({"command": command, **machine}))
     capsys.readouterr()
     assert readme.main(["--lm", str(runs)]) == 0
     assert "rewrote 1 of" in capsys.readouterr().out  # the LM page only
     page = (results_dir / "lm.md").read_text()
     assert page == lm_page(results_dir / "lm", readme.PUBLISH)
-    provenance = "`python sweep.py --config configs/lm.yaml`: 6 runs, seed(s) 0, 1, in **1.5 min**"
+    provenance = f"`{command}`: 6 runs, seed(s) 0, 1, in **1.5 min**"  # the recorded command
     assert page.count(provenance) == 1 and "with 1 worker(s) on a test CPU." in page
+    assert "configs/lm.yaml" not in page and "cores were shared" not in page  # no family stamp
     assert perplexity_table(results, "text") in page
     assert "- Press et al. 2022 (ALiBi's perplexity stays near its 1x value" in page
     assert "![perplexity against evaluation length](lm/perplexity_vs_length.png)" in page
@@ -404,6 +407,13 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
         ["results.json", "results.csv", "report.md", "sweep.json"]
         + ["perplexity_vs_length.png", "loss_vs_position.png"]
     )
+    assert readme.main(["--check"]) == 0
+    (runs / "sweep.json").write_text(json.dumps(machine))  # made before sweeps recorded it
+    assert readme.main(["--lm", str(runs)]) == 0
+    page = (results_dir / "lm.md").read_text()
+    assert page.count(f"{UNRECORDED}: 6 runs, seed(s) 0, 1, in **1.5 min**") == 1
+    assert "configs/lm.yaml" not in page and "cores were shared" not in page
+    assert json.loads((results_dir / "lm" / "sweep.json").read_text())["command"] is None
     assert readme.main(["--check"]) == 0
     (runs / "lm_results.json").write_text("[]")  # a bad file: one line, nothing written
     assert readme.main(["--lm", str(runs)]) == 2

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shlex
 import shutil
 import signal
 import subprocess
@@ -233,6 +234,51 @@ def test_rerun_with_other_settings_is_refused_naming_the_keys(finished, tmp_path
     assert "2 run(s) trained" in capsys.readouterr().out
     saved = torch.load(copy / "none-copy-seed0" / "checkpoint.pt", weights_only=True)
     assert saved["config"]["model"]["d_model"] == 16
+
+
+def test_a_run_another_sweep_trained_since_the_check_is_refused_under_its_lock(
+    finished, tmp_path, capsys, monkeypatch
+):
+    """Two sweeps into one out_dir with other settings: sweep A (lr 1e-3) checked the folder
+    before any run started, sweep B then retrained a run with lr 3e-3, and A skipped that run
+    and reported it as its own (exit 0). The interleaving is made deterministic: B runs between
+    A's check and A's runs."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    real = sweep.prepare_out_dir
+
+    def then_sweep_b(*args, **kwargs):
+        real(*args, **kwargs)
+        monkeypatch.setattr(sweep, "prepare_out_dir", real)  # B checks as usual
+        assert run_sweep(copy, "position=none", "seed=0", "train.lr=3e-3", "--overwrite") == 0
+
+    monkeypatch.setattr(sweep, "prepare_out_dir", then_sweep_b)
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 1
+    out, err = capsys.readouterr()
+    assert "0 run(s) trained, 0 only re-evaluated, 1 skipped (already finished), 1 failed" in out
+    failed = [line for line in err.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and failed[0].startswith("FAILED none-copy-seed0: ConfigError: ")
+    assert "holds a run trained with other settings" in failed[0]
+    assert "train.lr: 0.003 -> 0.001" in failed[0] and "--overwrite" in failed[0]
+    results = json.loads((copy / "results.json").read_text())
+    assert [(r["position"], r["config"]["train"]["lr"]) for r in results] == [("rope", 0.001)]
+    saved = torch.load(copy / "none-copy-seed0" / "checkpoint.pt", weights_only=True)
+    assert saved["config"]["train"]["lr"] == 0.003  # B's run, left as B made it
+
+
+def test_a_check_at_train_time_stops_before_anything_is_written(tmp_path):
+    """The training calls the sweep's check under the run's lock, before it reads or writes."""
+    from conftest import tiny_config
+
+    from lab.training.trainer import train
+
+    def refuse():
+        raise ConfigError("not this sweep's run")
+
+    with pytest.raises(ConfigError, match="not this sweep's run"):
+        train(tiny_config(tmp_path / "run"), check=refuse)
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [".lock"]
 
 
 def test_overwrite_checks_the_device_before_deleting(finished, tmp_path, capsys):
@@ -571,6 +617,28 @@ def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, caps
     assert "0 run(s) trained, 1 only re-evaluated, 1 skipped" in captured.out
     assert f"{path}: evaluated on {other['device']} in {other['dtype']}" in captured.err
     assert torch.device(json.loads(path.read_text())["device"]).type == here
+
+
+def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time(
+    finished, tmp_path, capsys
+):
+    """sweep.json recorded no command (so a published page named the family's), and a re-run
+    that skipped every run replaced the training's wall time with its own few seconds."""
+    out_dir, _ = finished
+    timing = json.loads((out_dir / "sweep.json").read_text())
+    argv = ["--config", CONFIG, "--workers", "1", f"out_dir={out_dir}", *TINY]
+    made = shlex.join(["python", "sweep.py", *argv, "position=none,rope", "seed=0"])
+    assert timing["command"] == made
+    assert timing["runs"] == {"trained": 2} and timing["machine"] and timing["seconds"] > 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = (copy / "sweep.json").read_bytes()
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    assert "0 run(s) trained, 0 only re-evaluated, 2 skipped" in capsys.readouterr().out
+    assert (copy / "sweep.json").read_bytes() == before  # the training pass's, kept
+    assert run_sweep(copy, "position=none,rope", "seed=0", "eval.samples=4") == 0  # work done
+    rerun = json.loads((copy / "sweep.json").read_text())
+    assert rerun["runs"] == {"evaluated": 2} and rerun["command"].endswith("eval.samples=4")
 
 
 def test_a_smoke_sweep_reports_tables_and_no_verdict(finished, capsys, tmp_path):

@@ -139,3 +139,44 @@ def test_bad_compare_arguments_are_one_line_naming_the_file(sweeps, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot compare {tmp_path / 'unlearned.json'} with ")
     assert "no cell holds learned runs in both sweeps" in err and "\n" not in err
+
+
+def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
+    sweeps, tmp_path, capsys
+) -> None:
+    """--compare's oddities: two sweeps of different runs were refused with a list of tuples
+    that said neither which file held them nor whether it was all ("... " always); an LM
+    results.json was "cannot compare ...: 'in_dist'"; a seed of true was "the run ...-seed1
+    twice"; --out in a missing folder created that folder after the work."""
+    import sweep
+
+    good = str(PAGES / "amd_epyc_results.json")
+    fewer = tmp_path / "fewer.json"
+    fewer.write_text(json.dumps(sweeps[1][2:]))
+    assert sweep.main(["--compare", good, str(fewer)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: cannot compare {good} with {fewer}: the sweeps hold different runs: only in "
+        "the first 2 (none-copy-seed0, none-copy-seed1); only in the second 0"
+    )
+    lm = Path(__file__).parent.parent / "docs" / "results" / "lm" / "results.json"
+    assert sweep.main(["--compare", str(lm), good]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {lm} holds language-model runs (kind lm); --compare compares the exact-match "
+        "of synthetic sweeps' results.json"
+    )
+    flagged = copy.deepcopy(sweeps[0])
+    flagged[0]["seed"] = True
+    (tmp_path / "bool.json").write_text(json.dumps(flagged))
+    assert sweep.main(["--compare", str(tmp_path / "bool.json"), good]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {tmp_path / 'bool.json'} is not a sweep's results.json (a list of eval.json "
+        "results)"
+    )
+    missing = tmp_path / "no such folder" / "page.md"
+    assert sweep.main(["--compare", good, good, "--out", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out=") and "does not exist" in err and "\n" not in err
+    assert not missing.parent.exists()

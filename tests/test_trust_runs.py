@@ -148,6 +148,47 @@ def test_eval_out_into_another_run_is_refused(
     assert files_of(run_b) == before
 
 
+def test_every_entry_point_refuses_the_same_output_folders(
+    finished_run: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`eval.py RUN --out SWEEP_DIR` once replaced that sweep's LM report and figures and added
+    files at its root; one check (lab.common.outputs.output_problem) now refuses, for every
+    entry point, the root, a sweep's folder and a folder inside another run's."""
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text('{"seconds": 1.0}\n')
+    (sweep_dir / "lm_report.md").write_text("# Language-model report\n")
+    before, run_before = files_of(sweep_dir), files_of(finished_run)
+    inside = finished_run / "evaluations" / "x"
+    never_evaluate(monkeypatch)
+    refusals = {
+        ("--out", str(sweep_dir)): f"--out '{sweep_dir}' is a sweep's folder (sweep.json)",
+        ("--out", "/"): "--out '/' is the filesystem root",
+        ("--out", str(inside)): f"--out '{inside}' is inside the folder of the run",
+    }
+    for argv, message in refusals.items():
+        assert eval_cli.main([str(finished_run), *argv]) == 2
+        assert message in one_error_line(capsys)
+    for run_dir, message in {
+        sweep_dir: f"run_dir='{sweep_dir}' is a sweep's folder (sweep.json)",
+        inside: f"run_dir='{inside}' is inside the folder of the run '{finished_run}'",
+        "/": "run_dir='/' is the filesystem root",
+    }.items():
+        code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run_dir}")
+        assert code == 2 and message in err
+    child = finished_run / "child"
+    assert train_cli.main(["--extend", str(finished_run), f"run_dir={child}"]) == 2
+    assert f"run_dir='{child}' is inside the folder of the run" in one_error_line(capsys)
+    out_dir = finished_run / "sweep"
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={out_dir}", *SWEEP_TINY]) == 2
+    assert f"out_dir='{out_dir}' is inside the folder of the run" in one_error_line(capsys)
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={finished_run}", *SWEEP_TINY]) == 2
+    assert "holds another run (checkpoint.pt)" in one_error_line(capsys)
+    assert files_of(sweep_dir) == before and files_of(finished_run) == run_before
+    assert eval_cli.main([str(sweep_dir), "--out", str(sweep_dir)]) == 2  # PATH itself: allowed
+    assert "no checkpoint.pt in" in one_error_line(capsys)  # refused later: no run under it
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))
@@ -366,7 +407,7 @@ def test_overwrite_leaves_no_report_figure_or_temporary_file(finished_run, tmp_p
     written = {
         ".learning_speed.png.ab12.tmp": png,
         ".eval.json.cd34.tmp": b"{",
-        "evaluations/scalinglinear/eval.json": b"{}",
+        "evaluations/scalinglinear/eval.json": (run / "eval.json").read_bytes(),
         "evaluations/scalinglinear/events.out.tfevents.1.h.2.extrapolation": b"",
     }
     for name, data in written.items():
@@ -383,6 +424,64 @@ def test_overwrite_leaves_no_report_figure_or_temporary_file(finished_run, tmp_p
         "notes.txt",
     ]
     assert logged_steps(run) == list(range(1, 7))
+
+
+def test_overwrite_removes_the_lm_reports_and_passkey_heatmaps_it_wrote(
+    finished_run, tmp_path, capsys
+):
+    """--overwrite once left the old run's lm_report.md, lm_results.*, LM figures and passkey
+    heatmaps (the file list knew only the synthetic report's files); the writers and
+    --overwrite now share one list (lab.common.outputs)."""
+    from test_lm_report import TEXTBOOK
+    from test_lm_report import sweep as lm_sweep
+    from test_passkey import RESULTS as PASSKEY
+
+    from lab.common.outputs import LM_REPORT_NAMES
+    from lab.lm.passkey_figure import passkey_figure, write_heatmap
+    from lab.lm.report import write_lm_reports
+
+    run = copy_of(finished_run, tmp_path / "run")
+    written = write_lm_reports(lm_sweep(TEXTBOOK), run)  # what eval.py RUN writes for LM runs
+    assert sorted(p.name for p in written.values()) == sorted(LM_REPORT_NAMES)
+    passkey_figure(PASSKEY, run / "passkey_grid.png")
+    write_heatmap(PASSKEY[3], run)
+    label = run / "evaluations" / "scalingyarn"
+    write_heatmap(PASSKEY[2], label)
+    shutil.copy(run / "eval.json", label / "eval.json")
+    (run / "lm_report.md.txt").write_text("mine")  # no name of the list: kept
+    code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
+    assert code == 0
+    left = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+    assert [p for p in left if not p.startswith("events.out.tfevents.")] == [
+        ".lock",
+        "checkpoint.pt",
+        "config.yaml",
+        "lm_report.md.txt",
+    ]
+
+
+def test_overwrite_keeps_a_file_named_eval_json_that_is_no_evaluation(
+    finished_run, tmp_path, capsys
+):
+    """--overwrite once deleted any file named eval.json under evaluations/ (and in the run
+    folder): only a JSON object with the fields of every eval.json is the project's."""
+    run = copy_of(finished_run, tmp_path / "run")
+    mine = {
+        "evaluations/notes/eval.json": b'{"mine": 1}',
+        "evaluations/text/eval.json": b"precious, not JSON",
+        "evaluations/list/eval.json": b"[1, 2]",
+    }
+    for name, data in mine.items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(data)
+    (run / "evaluations" / "ours").mkdir()
+    shutil.copy(run / "eval.json", run / "evaluations" / "ours" / "eval.json")
+    (run / "passkey.png").write_bytes(b"\x89PNG\r\n\x1a\n my photo")  # not drawn by matplotlib
+    code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
+    assert code == 0
+    kept = {k: v for k, v in files_of(run).items() if k.startswith(("evaluations", "passkey"))}
+    assert kept == {**mine, "passkey.png": b"\x89PNG\r\n\x1a\n my photo"}
+    assert not (run / "eval.json").exists()  # the seed-0 evaluation went with its run
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,26 +17,21 @@ from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
+from lab.common.outputs import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    EVAL_NAME,
+    EVALUATION_FILES,
+    EVENTS,
+    REPORT_FILES,
+    is_ours,
+)
 from lab.common.runlock import LOCK_NAME
 
-CHECKPOINT_NAME = "checkpoint.pt"
-CONFIG_NAME = "config.yaml"
-EVENTS = "events.out.tfevents.*"
-RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, "eval.json", EVENTS)
-"""Files (glob patterns) that a run and its evaluation write into a run folder."""
-_PNG = (b"\x89PNG\r\n\x1a\n", b"tEXtSoftware\x00Matplotlib")
-REPORT_FILES = {
-    "report.md": (b"# Evaluation report\n", b""),
-    "results.csv": (b"run,position,task,seed,length,", b""),
-    "results.json": (b"[", b'"schema_version"'),
-    "accuracy_vs_length.png": _PNG,
-    "learning_speed.png": _PNG,
-    "order_sensitivity.png": _PNG,
-    "attention_vs_length.png": _PNG,
-}
-"""Cross-run reports that ``eval.py RUN`` writes into a run folder -> how each begins and what
-its first 4 KiB hold: one is deleted by ``--overwrite`` only when it reads so (a user's
-``report.md``, or a PNG not drawn by matplotlib, stays)."""
+RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, EVENTS)
+"""Files (glob patterns) that the training writes into a run folder and that are the project's
+by their name; an evaluation's files and the reports are the project's by their content
+(:func:`lab.common.outputs.is_ours`)."""
 RUN_FOLDERS = ("evaluations", "hparams", "extrapolation")
 """Folders below a run folder whose events and ``eval.json`` files the project wrote (a
 sweep's evaluations under other settings; TensorBoard logs of earlier versions)."""
@@ -278,26 +273,23 @@ def is_run(run_dir: str | Path) -> bool:
 
 def run_files(run_dir: str | Path) -> list[Path]:
     """The files of ``run_dir`` that the project wrote, each checked to be a regular file
-    (never a folder or a link's target): :data:`RUN_FILES`, the :data:`REPORT_FILES` that begin
-    as the project writes them, the events and ``eval.json`` files in :data:`RUN_FOLDERS` (not
-    followed through links), and interrupted writes (``.NAME.*.tmp``) of all of them."""
+    (never a folder or a link's target): :data:`RUN_FILES` by name; ``eval.json``, the passkey
+    heatmap and every report of :data:`lab.common.outputs.REPORT_FILES` when their content proves
+    them the project's (:func:`lab.common.outputs.is_ours`); the same evaluation files and the
+    events in :data:`RUN_FOLDERS` (not followed through links); and interrupted writes
+    (``.NAME.*.tmp``) of all of them."""
     run_dir = Path(run_dir)
     found = [p for pattern in RUN_FILES for p in run_dir.glob(pattern)]
-    for name, (start, needle) in REPORT_FILES.items():
-        path = run_dir / name
-        if path.is_file() and not path.is_symlink():
-            with path.open("rb") as file:
-                head = file.read(4096)
-            if head.startswith(start) and needle in head:
-                found.append(path)
+    proved = (EVAL_NAME, *EVALUATION_FILES, *REPORT_FILES)
+    found += [run_dir / name for name in proved if is_ours(run_dir / name)]
     for folder in (run_dir / name for name in RUN_FOLDERS):
         if folder.is_dir() and not folder.is_symlink():
             for path in folder.rglob("*"):
                 inside = not any(p.is_symlink() for p in path.relative_to(run_dir).parents)
-                ours = path.name == "eval.json" or path.match(EVENTS) or path.match("*.tmp")
-                if inside and ours:
+                evaluation = path.name in (EVAL_NAME, *EVALUATION_FILES) and is_ours(path)
+                if inside and (evaluation or path.match(EVENTS) or path.match("*.tmp")):
                     found.append(path)
-    names = [*TRAINER_FILES, "eval.json", *REPORT_FILES]
+    names = [*TRAINER_FILES, *proved]
     found += [p for name in names for p in run_dir.glob(f".{name}.*{TMP_SUFFIX}")]
     return sorted({p for p in found if p.is_file() and not p.is_symlink()})
 

@@ -193,20 +193,3 @@ def output_file(name: str, flag: str = "--out") -> Path:
         raise ValueError(f"{flag}={name}: {why}")
     writable_folder(out.parent)
     return out
-
-
-def out_dir_problem(value: str, key: str = "out_dir") -> str | None:
-    """Why ``value`` cannot be a sweep's or study's output folder, as one line naming ``key``,
-    or None when it can: the one check every entry point applies to ``out_dir``.
-
-    Refused: an empty value (an unset shell variable), the filesystem root, and a path that
-    exists but is not a folder.
-    """
-    if not value.strip():
-        return f"{key}={value!r} is invalid; give a folder, e.g. {key}=runs/x"
-    path = Path(value).expanduser()
-    if path.resolve() == Path(path.resolve().anchor):
-        return f"{key}={value!r} is the filesystem root; give a folder of its own, e.g. runs/x"
-    if path.exists() and not path.is_dir():
-        return f"{key}={value!r} is a file, not a folder; give a folder"
-    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from statistics import mean, median
 from typing import Any
 
+from lab.common.outputs import ATTENTION_FIGURE
 from lab.diagnostics.summary import frame, group_line
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import groups, tasks
@@ -21,10 +22,6 @@ FAILURE_COLUMNS = {
     "content": "content",
 }
 """Failure-table columns (shares of sequences) -> headers."""
-
-ATTENTION_FIGURE = "attention_vs_length.png"
-"""The sweep's attention figure (:func:`lab.diagnostics.figures.attention_figure`), beside
-``report.md``, written only when a run holds diagnostics."""
 
 
 def diagnosed(results: list[Result]) -> list[Result]:

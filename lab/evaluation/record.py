@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from lab.common.files import atomic_write
+from lab.common.outputs import EVAL_NAME
 from lab.common.runtime import compute_dtype
 from lab.diagnostics.schema import (
     ATTENTION,
@@ -32,9 +33,6 @@ only the fields every version has, still read it (a committed ``results.json`` i
 
 DTYPES = ("float32", "bfloat16")
 """Values of ``dtype``: :func:`lab.common.runtime.compute_dtype` without its ``torch.`` prefix."""
-
-
-EVAL_NAME = "eval.json"
 
 
 _FRACTION_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from omegaconf import OmegaConf
 
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
 from lab.common.config import ConfigError, config_from_dict, load_config, load_yaml
-from lab.common.files import atomic_write, out_dir_problem
+from lab.common.files import atomic_write
+from lab.common.outputs import output_problem
 from lab.common.runlock import run_lock
 from lab.lm.extend_report import write_extend_report
 from lab.sweeps.local import run_all
@@ -124,7 +126,7 @@ def plan(raw: dict[str, Any]) -> Study:
         ConfigError: a run config that does not validate (one line).
     """
     out_dir, factor = str(raw.get("out_dir", "runs/lm_extend")), int(raw.get("factor", 4))
-    problem = out_dir_problem(out_dir)
+    problem = output_problem(out_dir, "out_dir")
     if problem:
         raise ConfigError(problem)
     study = Study(out_dir)
@@ -239,18 +241,23 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 128 + signum
-    return finish(records, Path(study.out_dir), time.perf_counter() - started, workers)
+    command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
+    seconds = time.perf_counter() - started
+    return finish(records, Path(study.out_dir), seconds, workers, command)
 
 
-def finish(records: list[dict], out_dir: Path, seconds: float, workers: int) -> int:
-    """Write ``results.json`` (every evaluation), ``sweep.json`` and the comparison
+def finish(
+    records: list[dict], out_dir: Path, seconds: float, workers: int, command: str | None = None
+) -> int:
+    """Write ``results.json`` (every evaluation), ``sweep.json`` (with ``command``, the command
+    line that made the study) and the comparison
     (:func:`lab.lm.extend_report.write_extend_report`); print it; 1 when a run failed."""
     results = [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
     failed = [r for r in records if r["status"] in ("failed", "interrupted")]
     for record in failed:
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
     atomic_write(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
-    write_timing(records, out_dir, seconds, workers)
+    write_timing(records, out_dir, seconds, workers, command=command)
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)

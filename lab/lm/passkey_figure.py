@@ -14,11 +14,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from lab.common.files import atomic_writer
+from lab.common.outputs import HEATMAP_NAME
 from lab.evaluation.labels import scheme_label
 from lab.lm.passkey import grouped, mean_grid
-
-HEATMAP_NAME = "passkey.png"
-"""File name of a run's heatmap, beside its ``eval.json``."""
 
 PANELS_PER_ROW = 4
 """Heatmaps per row of a sweep's figure."""

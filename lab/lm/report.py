@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
+from lab.common.outputs import LM_REPORT_NAMES
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.size import parameters_cell
 from lab.lm import figures
@@ -34,16 +35,9 @@ from lab.stats.seed_stats import ALPHA, Paired
 from lab.stats.verdicts import SMOKE_NOTE
 
 Result = dict[str, Any]
-LM_REPORT_NAMES = (
-    "lm_results.csv",
-    "lm_results.json",
-    "lm_report.md",
-    "perplexity_vs_length.png",
-    "loss_vs_position.png",
-)
-"""The files :func:`write_lm_reports` writes into its folder."""
 KEYS = ("lm_csv", "lm_json", "lm_markdown")
-"""The keys :func:`write_lm_reports` returns for the first three of :data:`LM_REPORT_NAMES`."""
+"""The keys :func:`write_lm_reports` returns for the first three of
+:data:`lab.common.outputs.LM_REPORT_NAMES`, the files it writes into its folder."""
 LM_CSV_COLUMNS = (
     "position",
     "task",
@@ -281,11 +275,10 @@ def write_lm_reports(
         writer.writeheader()
         writer.writerows(lm_csv_rows(results, out))
     atomic_write(paths["lm_json"], json.dumps(results, indent=2, allow_nan=False) + "\n")
+    perplexity_png, position_png = LM_REPORT_NAMES[3:]
     paths["perplexity_plot"] = figures.save(
-        figures.perplexity_figure(results), out / "perplexity_vs_length.png"
+        figures.perplexity_figure(results), out / perplexity_png
     )
-    paths["position_plot"] = figures.save(
-        figures.position_figure(results), out / "loss_vs_position.png"
-    )
+    paths["position_plot"] = figures.save(figures.position_figure(results), out / position_png)
     atomic_write(paths["lm_markdown"], markdown)
     return paths

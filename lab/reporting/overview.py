@@ -26,6 +26,7 @@ from typing import Any
 from data.shortcuts import SHORTCUTS, shortcut_accuracy
 from data.streams import evaluation_set
 from lab.common.config import config_from_dict
+from lab.common.outputs import PASSKEY_FIGURE
 from lab.diagnostics.report import diagnostics_section
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
@@ -130,10 +131,6 @@ DIFFERENCES_NOTE = (
     "exact sign-flip test's p-values, and Holm's adjusted p over the whole table. Significant: "
     "Holm p < 0.05, with both tests rejecting."
 )
-
-PASSKEY_FIGURE = "passkey_grid.png"
-"""The sweep's passkey heatmaps (:func:`lab.lm.passkey_figure.passkey_figure`), beside
-``report.md``, written only when a run holds a passkey grid."""
 
 
 def passkey_section(results: list[Result]) -> list[str]:

@@ -3,8 +3,12 @@ files in ``docs/results/NAME/`` beside it (the ablation, the version-2 and versi
 hybrid layouts, the task suite, RoPE context extension, language modelling).
 
 A page states once the command, machine, seeds and wall time that produced it, read from the
-committed ``sweep.json`` and the runs' ``machine`` fields; what a family's files do not record
-(a sweep run before ``sweep.json`` existed) is given by :data:`FAMILIES` and says so.
+committed ``sweep.json`` (its ``command``: the command line that made the sweep) and the runs'
+``machine`` fields; what a family's committed files do not record (made before ``sweep.json``
+recorded its command, or before it existed) is given by :data:`FAMILIES` and says so. A sweep
+published without a recorded command (made by an earlier version; its copy says ``"command":
+null``, :func:`lab.reporting.readme.published_bytes`) gets a page saying it is unrecorded,
+never the family's command or notes.
 :mod:`lab.reporting.readme` writes the pages and ``tests/test_readme.py`` checks them.
 """
 
@@ -245,12 +249,33 @@ def header(family: Family, publish: str) -> list[str]:
     return [f"# {family.title}", "", GENERATED.format(command=f"`{publish}`"), ""]
 
 
+UNRECORDED = "The command that made it is unrecorded (its sweep.json predates recording it)"
+"""What a page says in place of the command of a sweep published without one."""
+
+
+def documented(sweep: dict[str, Any] | None) -> bool:
+    """The page's files were committed before ``sweep.json`` recorded its command (it has no
+    ``command`` key, or there is none): what they do not say is :data:`FAMILIES`' to say (its
+    :attr:`Family.command` and :attr:`Family.recorded`)."""
+    return sweep is None or "command" not in sweep
+
+
+def command_text(sweep: dict[str, Any] | None, family: Family) -> str:
+    """The command a page names, in backticks: the one ``sweep.json`` records; the family's
+    documented command for files committed before it recorded one (:func:`documented`); else
+    :data:`UNRECORDED`."""
+    if documented(sweep):
+        return f"`{family.command}`"
+    return f"`{sweep['command']}`" if sweep["command"] else UNRECORDED
+
+
 def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Family) -> str:
     """``'`CMD`: 30 runs, seeds 0, 1, 2, in **14.7 min** with 2 worker(s) on MACHINE.'``: the
     command, runs, seeds, wall time and machine, from ``sweep.json`` where there is one, else
-    from the runs' ``machine`` fields and :attr:`Family.recorded`."""
+    from the runs' ``machine`` fields and :attr:`Family.recorded`; the command is
+    :func:`command_text`."""
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in results}))
-    head = f"`{family.command}`: {runs_count(results)}, seed(s) {seeds}"
+    head = f"{command_text(sweep, family)}: {runs_count(results)}, seed(s) {seeds}"
     if sweep is not None:
         return (
             f"{head}, in **{sweep['seconds'] / 60:.1f} min** with {sweep['workers']} worker(s) "
@@ -262,9 +287,13 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
 
 
 def noted(family: Family, sweep: dict[str, Any] | None) -> str:
-    """:attr:`Family.recorded` as a sentence under a provenance line that came from
-    ``sweep.json`` (which records the time, not what else ran), else ``""``."""
-    return f"{family.recorded}." if sweep is not None and family.recorded else ""
+    """:attr:`Family.recorded` as a sentence under a provenance line that came from a committed
+    ``sweep.json`` (which records the time, not what else ran), else ``""``: ``""`` too for a
+    sweep published with a command or without one (the note is about the committed sweep,
+    :func:`documented`)."""
+    return (
+        f"{family.recorded}." if sweep is not None and documented(sweep) and family.recorded else ""
+    )
 
 
 def runs_count(results: list[Result]) -> str:

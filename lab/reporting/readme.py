@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import os
 import shutil
 import sys
@@ -35,6 +36,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write
+from lab.common.outputs import SWEEP_JSON
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -83,10 +85,26 @@ def family_files(
     return {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
 
 
+def published_bytes(source: Path, target: Path) -> bytes:
+    """What publishing ``source`` over ``target`` writes: its bytes; for a ``sweep.json`` that
+    records no command (made before sweeps recorded theirs), the same object with ``"command":
+    null``, so its page says the command is unrecorded instead of naming the family's
+    (:func:`lab.reporting.pages.command_text`; the committed files without the key, published
+    onto themselves unchanged, are the ones :data:`lab.reporting.pages.FAMILIES` documents)."""
+    data = source.read_bytes()
+    if source.name != SWEEP_JSON or (target.exists() and os.path.samefile(source, target)):
+        return data
+    timing = json.loads(data)
+    if not isinstance(timing, dict) or "command" in timing:
+        return data
+    return (json.dumps({"command": None, **timing}, indent=2) + "\n").encode()
+
+
 def copy_file(source: Path, target: Path) -> None:
-    """Copy ``source`` over ``target`` atomically; nothing when they are the same file."""
+    """Copy ``source`` over ``target`` atomically (:func:`published_bytes`); nothing when they
+    are the same file."""
     if not (target.exists() and os.path.samefile(source, target)):
-        atomic_write(target, source.read_bytes())
+        atomic_write(target, published_bytes(source, target))
 
 
 def copy_results(sweep_dir: str | Path, family: Family, results: Path = RESULTS) -> None:
@@ -128,7 +146,7 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
     for target, source in copies.items():
         staged_file = into / target.relative_to(results)
         staged_file.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, staged_file)
+        staged_file.write_bytes(published_bytes(source, target))
     return into
 
 

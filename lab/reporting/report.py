@@ -11,28 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
+from lab.common.outputs import ATTENTION_FIGURE, PASSKEY_FIGURE, SYNTHETIC_REPORT_NAMES
 from lab.diagnostics.figures import attention_figure
-from lab.diagnostics.report import ATTENTION_FIGURE, diagnosed
+from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import ordered
 from lab.lm.passkey_figure import passkey_figure
 from lab.lm.report import LM_REPORT_NAMES, write_lm_reports
 from lab.reporting import sweep_figures
-from lab.reporting.overview import PASSKEY_FIGURE, markdown_report
+from lab.reporting.overview import markdown_report
 from lab.reporting.tables import CSV_COLUMNS, csv_rows
 
-REPORT_NAMES = (
-    "results.csv",
-    "results.json",
-    "report.md",
-    "accuracy_vs_length.png",
-    "learning_speed.png",
-    "order_sensitivity.png",
-    PASSKEY_FIGURE,
-    ATTENTION_FIGURE,
-)
-"""The files :func:`write_reports` writes into its folder (the passkey heatmaps only when a run
-holds a passkey grid, the attention figure only when a run holds diagnostics)."""
+REPORT_NAMES = SYNTHETIC_REPORT_NAMES
+"""The files :func:`write_synthetic_reports` writes into its folder, from the project's one list
+(:mod:`lab.common.outputs`; the passkey heatmaps only when a run holds a passkey grid, the
+attention figure only when a run holds diagnostics)."""
 
 
 def write_reports(

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.common.files import atomic_write
+from lab.common.files import atomic_write, output_file
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
 from lab.reporting.findings import decided
@@ -103,11 +103,15 @@ def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
     """Everything :func:`markdown` prints, JSON-ready.
 
     Raises:
-        ValueError: the two sweeps do not hold the same runs (scheme, task, seed).
+        ValueError: the two sweeps do not hold the same runs (scheme, task, seed); one line
+            naming the runs only in the first and only in the second.
     """
     ka, kb = {run_key(r): r for r in a}, {run_key(r): r for r in b}
     if set(ka) != set(kb):
-        raise ValueError(f"the sweeps hold different runs: {sorted(set(ka) ^ set(kb))[:4]} ...")
+        raise ValueError(
+            f"the sweeps hold different runs: only in the first {_names(set(ka) - set(kb))}; "
+            f"only in the second {_names(set(kb) - set(ka))}"
+        )
     ca, cb = claims(a), claims(b)
     va, vb = verdicts(a), verdicts(b)
     return {
@@ -119,6 +123,13 @@ def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
         "claims_b_only": sorted(cb - ca),
         "verdicts": {k: [va[k], vb.get(k)] for k in va},
     }
+
+
+def _names(keys: set[tuple[str, str, int]]) -> str:
+    """``'2 (none-copy-seed0, rope-copy-seed1)'``: how many runs, the first four named."""
+    names = [f"{p}-{t}-seed{s}" for p, t, s in sorted(keys)]
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    return f"{len(names)} ({', '.join(names[:4])}{more})" if names else "0"
 
 
 def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str = "") -> str:
@@ -192,7 +203,9 @@ def read_results(path: Path) -> list[Result]:
 
     Raises:
         ValueError: the file cannot be read, is not JSON, holds no results, is not such a
-            list, or holds one run (scheme, task, seed) twice (one line naming it).
+            list (a seed that is not a whole number: ``true`` is no seed 1), holds
+            language-model runs (no exact-match to compare), or holds one run (scheme, task,
+            seed) twice (one line naming it).
     """
     try:
         results = json.loads(path.read_text())
@@ -206,11 +219,17 @@ def read_results(path: Path) -> list[Result]:
         and isinstance(r["position"], str)
         and isinstance(r["task"], str)
         and isinstance(r["seed"], int)
+        and not isinstance(r["seed"], bool)
         for r in results
     ):
         raise ValueError(f"{path} is not a sweep's results.json (a list of eval.json results)")
     if not results:
         raise ValueError(f"{path} holds no results (an empty list); give a finished sweep's")
+    if any(r.get("kind") == "lm" for r in results):
+        raise ValueError(
+            f"{path} holds language-model runs (kind lm); --compare compares the exact-match "
+            "of synthetic sweeps' results.json"
+        )
     seen: set[tuple[str, str, int]] = set()
     for result in results:
         key = run_key(result)
@@ -242,15 +261,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"--out {args.out} is a folder; give the file for the Markdown page, e.g. "
                 f"--out {args.out / 'cross_machine.md'}"
             )
+        if args.out is not None:  # checked before the work: a file in an existing folder
+            output_file(str(args.out))
         a, b = (read_results(p) for p in args.results)
-    except ValueError as error:
+    except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
         page = markdown(compare_sweeps(a, b), *args.labels, args.note)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         a_path, b_path = args.results
-        print(f"error: cannot compare {a_path} with {b_path}: {error}", file=sys.stderr)
+        why = f"a result lacks the field {error}" if isinstance(error, KeyError) else str(error)
+        why = why.splitlines()[0] if why else type(error).__name__
+        print(f"error: cannot compare {a_path} with {b_path}: {why}", file=sys.stderr)
         return 2
     if args.out:
         try:

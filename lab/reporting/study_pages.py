@@ -19,6 +19,8 @@ from lab.reporting.pages import (
     Family,
     Result,
     ablation_page,
+    command_text,
+    documented,
     files_line,
     header,
     noted,
@@ -116,9 +118,12 @@ def extend_page(folder: Path, publish: str) -> str:
     """``docs/results/lm-extend.md``: :func:`lab.lm.extend_report.lm_extend_page` (provenance,
     perplexity by length, paired tests, findings, files); until a study is published there,
     the commands that make one."""
+    family = FAMILIES["lm-extend"]
     if not (folder / "results.json").is_file():
-        return unpublished(FAMILIES["lm-extend"], publish, "--lm-extend")
-    return lm_extend_page(folder, publish, FAMILIES["lm-extend"].recorded)
+        return unpublished(family, publish, "--lm-extend")
+    sweep = read_json(folder, "sweep.json") if (folder / "sweep.json").is_file() else None
+    note = family.recorded if documented(sweep) else ""
+    return lm_extend_page(folder, publish, note, command_text(sweep, family))
 
 
 # --- end of the language-modelling track's pages ------------------------------------------
@@ -133,12 +138,12 @@ def sweep_provenance(results: list[Result], sweep: dict[str, Any], family: Famil
     seeds than :data:`SWEEP_SEEDS`), runs, seeds, and the time and run counts of the pass that
     wrote ``sweep.json`` (``skipped``: runs finished by an earlier pass, e.g. ``seed=0``)."""
     seeds = sorted({r["seed"] for r in results})
-    command = family.command
-    if seeds != SWEEP_SEEDS:
-        command += f" seed={','.join(map(str, seeds))}"
+    command = command_text(sweep, family)  # a recorded command is the whole command
+    if seeds != SWEEP_SEEDS and documented(sweep):
+        command = f"`{family.command} seed={','.join(map(str, seeds))}`"
     counts = ", ".join(f"{kind} {n}" for kind, n in sweep["runs"].items())
     return (
-        f"`{command}`: {len(results)} runs, seed(s) {', '.join(map(str, seeds))}, the last pass "
+        f"{command}: {len(results)} runs, seed(s) {', '.join(map(str, seeds))}, the last pass "
         f"in **{sweep['seconds'] / 60:.1f} min** ({counts}) with {sweep['workers']} worker(s) "
         f"on {sweep['machine']}."
     )

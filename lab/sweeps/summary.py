@@ -1,5 +1,6 @@
-"""What a finished sweep leaves: the comparison report, ``sweep.json`` (wall time, workers,
-machine), the TensorBoard mean runs, and the lines it prints (table, counts, failures, paths)."""
+"""What a finished sweep leaves: the comparison report, ``sweep.json`` (the command line, wall
+time, workers, machine), the TensorBoard mean runs, and the lines it prints (table, counts,
+failures, paths)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,22 @@ from pathlib import Path
 
 from lab.common.files import atomic_write
 from lab.common.machine import describe, machine_info
+from lab.common.outputs import SWEEP_JSON, is_ours
 from lab.stats.verdicts import SMOKE_NOTE
 
 
 def report(
-    records: list[dict], out_dir: Path, seconds: float, workers: int = 1, smoke: bool = False
+    records: list[dict],
+    out_dir: Path,
+    seconds: float,
+    workers: int = 1,
+    smoke: bool = False,
+    command: str | None = None,
 ) -> int:
-    """Write the comparison report and ``sweep.json`` (wall time, workers, machine), print the
-    table, the "where it fails" lines, which findings it could decide (none for a ``smoke``
-    sweep: :data:`lab.stats.verdicts.SMOKE_NOTE` instead) and where everything is.
+    """Write the comparison report and ``sweep.json`` (:func:`write_timing`: ``command``, the
+    wall time, workers, machine), print the table, the "where it fails" lines, which findings
+    it could decide (none for a ``smoke`` sweep: :data:`lab.stats.verdicts.SMOKE_NOTE`
+    instead) and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
@@ -30,7 +38,8 @@ def report(
     from lab.reporting.tables import summary_table
 
     results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
-    paths, unwritten = _write(records, results, out_dir, seconds, workers, smoke)
+    timing = {"seconds": seconds, "workers": workers, "smoke": smoke, "command": command}
+    paths, unwritten = _write(records, results, out_dir, timing)
     synthetic = [r for r in results if r.get("kind") != "lm"]
     lm = [r for r in results if r.get("kind") == "lm"]
     print()
@@ -79,15 +88,11 @@ def tensorboard_lines(out_dir: Path, means: bool) -> list[str]:
 
 
 def _write(
-    records: list[dict],
-    results: list[dict],
-    out_dir: Path,
-    seconds: float,
-    workers: int,
-    smoke: bool,
+    records: list[dict], results: list[dict], out_dir: Path, timing: dict
 ) -> tuple[dict[str, Path], str | None]:
-    """Write the report files, ``sweep.json`` and the TensorBoard mean runs of ``results`` (of
-    the synthetic runs: a language-model run's curves are in its own folder).
+    """Write the report files, ``sweep.json`` (``timing``: the keywords of
+    :func:`write_timing`) and the TensorBoard mean runs of ``results`` (of the synthetic runs:
+    a language-model run's curves are in its own folder).
 
     Returns:
         ``(paths, unwritten)``: what was written, by name, and the one-line error of what could
@@ -98,12 +103,12 @@ def _write(
 
     paths, unwritten = {}, None
     try:
-        paths = write_reports(results, out_dir, smoke) if results else {}
+        paths = write_reports(results, out_dir, timing["smoke"]) if results else {}
     except (OSError, ValueError) as error:
         unwritten = f"error: the report was not written: {error}"
     synthetic = [r for r in results if r.get("kind") != "lm"]
     if results and not unwritten:
-        paths["timing"] = write_timing(records, out_dir, seconds, workers, smoke)
+        paths["timing"] = write_timing(records, out_dir, **timing)
     if synthetic and not unwritten:
         try:
             paths["tensorboard_means"] = write_sweep_tensorboard(synthetic, out_dir)
@@ -138,12 +143,27 @@ def _print_counts(records: list[dict], seconds: float) -> bool:
 
 
 def write_timing(
-    records: list[dict], out_dir: Path, seconds: float, workers: int, smoke: bool = False
+    records: list[dict],
+    out_dir: Path,
+    seconds: float,
+    workers: int,
+    smoke: bool = False,
+    command: str | None = None,
 ) -> Path:
-    """Write ``OUT_DIR/sweep.json``: seconds, workers, runs by status, the machine, and
-    ``"smoke": true`` for a smoke sweep."""
+    """Write ``OUT_DIR/sweep.json``: the command line that made the sweep (``command``, e.g.
+    ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
+    seconds, workers, runs by status, the machine, and ``"smoke": true`` for a smoke sweep.
+
+    A pass that trained and evaluated nothing (every run skipped: a re-run of a finished sweep)
+    leaves the ``sweep.json`` already there as it is, when the project wrote it
+    (:func:`lab.common.outputs.is_ours`): its wall time stays the one of the pass that trained.
+    """
+    path = out_dir / SWEEP_JSON
+    if records and all(r["status"] == "skipped" for r in records) and is_ours(path):
+        return path
     info = machine_info()
     timing = {
+        "command": command,
         "seconds": round(seconds, 1),
         "workers": workers,
         "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
@@ -152,4 +172,4 @@ def write_timing(
     }
     if smoke:
         timing["smoke"] = True
-    return atomic_write(out_dir / "sweep.json", json.dumps(timing, indent=2) + "\n")
+    return atomic_write(path, json.dumps(timing, indent=2) + "\n")

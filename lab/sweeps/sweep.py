@@ -54,7 +54,8 @@ from lab.common.config import (
     load_yaml,
     with_overrides,
 )
-from lab.common.files import check_not_folders, linked_below, out_dir_problem, writable_folder
+from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.outputs import SWEEP_JSON, output_problem
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
@@ -131,7 +132,7 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
     in_file = dict(sweep.grid)
     for item in overrides:
         _apply_override(sweep, item)
-    problem = out_dir_problem(sweep.out_dir)
+    problem = output_problem(sweep.out_dir, "out_dir")
     if problem:
         raise ConfigError(problem)
     sweep.grid = {key: expand_all(key, values) for key, values in sweep.grid.items()}
@@ -479,6 +480,25 @@ def changed_settings(spec: RunSpec) -> list[str]:
     ]
 
 
+def check_unchanged(spec: RunSpec) -> None:
+    """Refuse a run folder that holds a run trained with other settings than ``spec`` asks for
+    (:func:`changed_settings`); call it under the folder's lock, where the run is trained,
+    skipped or re-evaluated.
+
+    Raises:
+        ConfigError: one line naming the run folder and every differing key.
+    """
+    changed = changed_settings(spec)
+    if changed:
+        config = load_config(None, spec.overrides)
+        raise ConfigError(
+            f"run_dir={config.run_dir!r} holds a run trained with other settings since this "
+            f"sweep began (another sweep into the same out_dir?): {'; '.join(changed)}; it is "
+            "not this sweep's, so it was neither trained, skipped nor re-evaluated; use "
+            "another out_dir=..., or --overwrite to retrain it"
+        )
+
+
 def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
     """Refuse a run folder below ``out_dir``, or its events folder below ``events_root``, that
     is (or passes through) a symbolic link.
@@ -529,7 +549,7 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     from lab.reporting.sweep_tensorboard import SWEEP_RUNS
 
     writable_folder(sweep.out_dir)
-    check_not_folders(sweep.out_dir, [*REPORT_NAMES, "sweep.json"])
+    check_not_folders(sweep.out_dir, [*REPORT_NAMES, SWEEP_JSON])
     events_root = os.path.abspath(runs_root(sweep.out_dir))
     writable_folder(events_root)
     for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
@@ -569,7 +589,9 @@ def run_one(
     """Train (or resume, or skip) and evaluate one run; never raises.
 
     ``should_stop`` is polled between training steps (a worker's stop event); when it turns
-    true the training saves a checkpoint and the run is ``interrupted``.
+    true the training saves a checkpoint and the run is ``interrupted``. The run's settings are
+    checked under its folder's lock when it is skipped, re-evaluated or trained
+    (:func:`check_unchanged`), so a run another sweep trained there since this one began fails.
 
     Returns:
         ``{"name", "run_dir", "status", "error", "result"}``: status ``trained``, ``evaluated``
@@ -579,7 +601,7 @@ def run_one(
         evaluation (the ``eval.json`` content) when it has one, and ``results`` every one of
         ``spec.evaluations``, in order (``evaluated`` when any had to be redone).
     """
-    from lab.common.checkpoint import checkpoint_path, load_checkpoint
+    from lab.common.runlock import run_lock
     from lab.evaluation.evaluate import evaluate_run
     from lab.training.trainer import train
 
@@ -590,25 +612,24 @@ def run_one(
     try:
         config = _on_worker(load_config(None, spec.overrides), device, threads)
         record["run_dir"] = config.run_dir
-        saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
-        if saved:  # a run keeps its events where it began them (in its folder: an older sweep)
-            kept = load_checkpoint(config.run_dir)["config"].get("log_dir") or ""
-            config = with_overrides(config, [f"log_dir={kept}"])
-        finished = saved and load_checkpoint(config.run_dir).get("finished", False)
-        plans = _evaluation_plans(spec, config, finished)
-        if all(existing for *_, existing in plans):
-            results = [existing for *_, existing in plans]
-            record.update(status="skipped", result=results[0], results=results)
-            return record
+        with run_lock(config.run_dir):  # what is there now, and whose it is
+            config, saved, finished, plans = _current(spec, config)
+            if all(existing for *_, existing in plans):
+                results = [existing for *_, existing in plans]
+                record.update(status="skipped", result=results[0], results=results)
+                return record
         if finished:
             record["status"] = "evaluated"
         else:
-            train(config, resume=saved, overwrite=spec.overwrite, should_stop=should_stop)
-        results = [
-            existing
-            or evaluate_run(config.run_dir, settings, device=config.device, write_to=folder)
-            for settings, folder, existing in plans
-        ]
+            check = None if spec.overwrite else lambda: check_unchanged(spec)
+            train(config, saved, should_stop, spec.overwrite, check)
+        with run_lock(config.run_dir):  # the run evaluated is the one trained or checked
+            check_unchanged(spec)
+            results = [
+                existing
+                or evaluate_run(config.run_dir, settings, device=config.device, write_to=folder)
+                for settings, folder, existing in plans
+            ]
         record.update(result=results[0], results=results)
     except KeyboardInterrupt as stop:  # lab.training.trainer.TrainingInterrupted names its signal
         record.update(status="interrupted", signal=getattr(stop, "signum", None))
@@ -616,6 +637,24 @@ def run_one(
         record.update(status="failed", error=f"{type(error).__name__}: {error}")
         record["traceback"] = traceback.format_exc()
     return record
+
+
+def _current(spec: RunSpec, config: Config) -> tuple[Config, bool, bool, list[tuple]]:
+    """What ``spec``'s folder holds now (call it under the folder's lock), checked to be the run
+    ``spec`` asks for unless it is to be replaced (:func:`check_unchanged`): ``(config, saved,
+    finished, plans)``, ``config`` with the saved run's ``log_dir`` (a run keeps its events
+    where it began them: its folder, for an older sweep), ``saved`` a checkpoint to resume or
+    skip, ``finished`` its training ended, ``plans`` :func:`_evaluation_plans`."""
+    from lab.common.checkpoint import checkpoint_path, load_checkpoint
+
+    if not spec.overwrite:
+        check_unchanged(spec)
+    saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
+    state = load_checkpoint(config.run_dir) if saved else {}
+    if saved:
+        config = with_overrides(config, [f"log_dir={state['config'].get('log_dir') or ''}"])
+    finished = saved and state.get("finished", False)
+    return config, saved, finished, _evaluation_plans(spec, config, finished)
 
 
 def _on_worker(config: Config, device: str | None, threads: int | None) -> Config:

@@ -54,6 +54,7 @@ from lab.common.config import (
     config_from_dict,
     with_overrides,
 )
+from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.run_logs import HEADLINE, hparams, mark_axes
@@ -96,8 +97,9 @@ def child_config(
     Raises:
         FileNotFoundError: no parent folder, or no checkpoint in it (one line).
         ValueError: an unreadable checkpoint, or a parent whose training has not finished.
-        ConfigError: a bad override, a changed :data:`ARCHITECTURE` setting, or the child's
-            folder equal to the parent's (one line each).
+        ConfigError: a bad override, a changed :data:`ARCHITECTURE` setting, the child's
+            folder equal to the parent's or refused as every output folder is
+            (:func:`lab.common.outputs.output_problem`; one line each).
     """
     parent_dir = Path(parent_dir)
     state = load_checkpoint(parent_dir)
@@ -110,11 +112,14 @@ def child_config(
     parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
     child = with_overrides(parent, [f"run_dir={parent_dir}{SUFFIX}", "log_dir=", *overrides])
     check_architecture(parent, child)
+    problem = output_problem(child.run_dir, "run_dir")  # inside the parent's folder, too
     if Path(child.run_dir).resolve() == parent_dir.resolve():
         raise ConfigError(
             f"run_dir={child.run_dir!r} is the parent's own folder; the fine-tuned run goes "
             f"into a new folder (default {str(parent_dir)}{SUFFIX}; give run_dir=...)"
         )
+    if problem:
+        raise ConfigError(problem)
     check_evaluable(child)
     return child, state
 

@@ -124,8 +124,13 @@ def train(
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
     overwrite: bool = False,
+    check: Callable[[], None] | None = None,
 ) -> TrainResult:
     """Train ``config`` into ``config.run_dir``, or continue it there when ``resume``.
+
+    ``check`` is called first thing under the folder's lock (a sweep's test that the run
+    there is still the one it asks for, :func:`lab.sweeps.sweep.run_one`); what it raises
+    stops the training before anything is read, deleted or written.
 
     Everything that can fail at start-up (device, threads, the folder's lock, a readable
     checkpoint, building the model) is checked before ``overwrite`` deletes anything. The
@@ -163,6 +168,8 @@ def train(
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
     with lock, deferred_interrupt() as interrupt:
+        if check is not None:
+            check()
         run = prepare_run(config, resume, overwrite, device, group)
         if run.result.finished:
             return run.result

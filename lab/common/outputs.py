@@ -1,0 +1,149 @@
+"""Every file the project writes into a run, sweep or study folder, and where a command may write.
+
+The writers take their file names from here (the trainer, ``eval.json`` and a run's passkey
+heatmap, the cross-run reports of both kinds, ``sweep.json``, the extend study's report), and so
+does ``--overwrite`` (:func:`lab.common.checkpoint.run_files`), which deletes a file only when
+its content proves it the project's (:func:`is_ours`): a user's ``report.md``, a PNG not drawn
+by matplotlib or a JSON file named ``eval.json`` that is no evaluation stays. :func:`output_problem`
+is the one check of every output folder a command is given (``out_dir``, ``run_dir``, ``--out``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+CHECKPOINT_NAME = "checkpoint.pt"
+CONFIG_NAME = "config.yaml"
+EVENTS = "events.out.tfevents.*"
+EVAL_NAME = "eval.json"
+HEATMAP_NAME = "passkey.png"
+"""A run's passkey heatmap, beside its ``eval.json`` (:mod:`lab.lm.passkey_figure`)."""
+SWEEP_JSON = "sweep.json"
+"""A sweep's (or study's) timing and provenance (:func:`lab.sweeps.summary.write_timing`)."""
+
+PNG = (b"\x89PNG\r\n\x1a\n", b"tEXtSoftware\x00Matplotlib")
+"""How a figure the project drew begins, and what its first 4 KiB hold."""
+PASSKEY_FIGURE = "passkey_grid.png"
+ATTENTION_FIGURE = "attention_vs_length.png"
+SYNTHETIC_REPORT_NAMES = (
+    "results.csv",
+    "results.json",
+    "report.md",
+    "accuracy_vs_length.png",
+    "learning_speed.png",
+    "order_sensitivity.png",
+    PASSKEY_FIGURE,
+    ATTENTION_FIGURE,
+)
+"""The synthetic runs' cross-run report (:func:`lab.reporting.report.write_synthetic_reports`;
+the passkey heatmaps only when a run holds a passkey grid, the attention figure only when a run
+holds diagnostics)."""
+LM_REPORT_NAMES = (
+    "lm_results.csv",
+    "lm_results.json",
+    "lm_report.md",
+    "perplexity_vs_length.png",
+    "loss_vs_position.png",
+)
+"""The language-model runs' cross-run report (:func:`lab.lm.report.write_lm_reports`)."""
+STUDY_NAMES = ("extend_report.md", "extend_results.csv", "results.json", "perplexity_vs_length.png")
+"""The extend study's report (:func:`lab.lm.extend_report.write_extend_report`)."""
+
+REPORT_FILES: dict[str, tuple[bytes, bytes]] = {
+    "report.md": (b"# Evaluation report\n", b""),
+    "results.csv": (b"run,position,task,seed,length,", b""),
+    "results.json": (b"[", b'"schema_version"'),
+    "lm_report.md": (b"# Language-model report\n", b""),
+    "lm_results.csv": (b"position,task,seed,length,label,", b""),
+    "lm_results.json": (b"[", b'"kind": "lm"'),
+    **{name: PNG for name in (*SYNTHETIC_REPORT_NAMES, *LM_REPORT_NAMES) if name.endswith(".png")},
+}
+"""Every report file ``eval.py RUN`` writes into a run folder (:data:`SYNTHETIC_REPORT_NAMES`,
+:data:`LM_REPORT_NAMES`) -> how it begins and what its first 4 KiB hold when the project wrote
+it."""
+EVALUATION_FILES: dict[str, tuple[bytes, bytes]] = {HEATMAP_NAME: PNG}
+"""Files an evaluation writes beside its ``eval.json`` (in a run folder or
+``RUN/evaluations/LABEL``) -> their beginning and a needle, as :data:`REPORT_FILES`."""
+SWEEP_ENVELOPE = {"seconds": (int, float), "workers": int, "runs": dict, "machine": str}
+"""Fields every ``sweep.json`` the project wrote holds -> their types."""
+EVAL_ENVELOPE = {"schema_version": int, "run_dir": str, "config": dict, "lengths": list}
+"""Fields every ``eval.json`` the project wrote holds, of every schema version and both kinds
+(synthetic and language-model), -> their types."""
+
+
+def is_ours(path: str | Path) -> bool:
+    """``path`` is a regular file (not a link) that the project wrote, by its content: an
+    ``eval.json`` parses to an object with :data:`EVAL_ENVELOPE`, a ``sweep.json`` to one with
+    :data:`SWEEP_ENVELOPE`; a file of
+    :data:`REPORT_FILES` or :data:`EVALUATION_FILES` begins as listed there. Any other name:
+    False (the callers match the names they write by name, e.g. the trainer's)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        return False
+    envelope = {EVAL_NAME: EVAL_ENVELOPE, SWEEP_JSON: SWEEP_ENVELOPE}.get(path.name)
+    if envelope is not None:
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return False
+        return isinstance(data, dict) and all(
+            isinstance(data.get(key), kind) and not isinstance(data.get(key), bool)
+            for key, kind in envelope.items()
+        )
+    signature = REPORT_FILES.get(path.name) or EVALUATION_FILES.get(path.name)
+    if signature is None:
+        return False
+    start, needle = signature
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)
+    except OSError:
+        return False
+    return head.startswith(start) and needle in head
+
+
+OUTPUT_KINDS = ("out_dir", "run_dir", "--out")
+"""What :func:`output_problem` checks: a sweep's or study's folder, a run's folder, or the folder
+``eval.py --out`` writes its reports and ``eval.json`` files to."""
+
+
+def output_problem(value: str, key: str = "out_dir", same_as: str | None = None) -> str | None:
+    """Why ``value`` cannot be the output folder ``key`` (one of :data:`OUTPUT_KINDS`), as one
+    line naming ``key`` and the value, or None when it can: the one check every entry point
+    applies to the folder it writes into.
+
+    Refused for every kind: an empty value (an unset shell variable), the filesystem root, a
+    path that exists but is not a folder, and a folder inside another run's folder (one of its
+    parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
+    ``sweep.json``; its runs go below it); for ``out_dir`` and ``--out``, a run's folder itself;
+    for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
+    folder ``same_as`` (``eval.py PATH --out PATH`` writes where ``eval.py PATH`` does).
+    """
+    if key not in OUTPUT_KINDS:
+        raise ValueError(f"output kind {key!r} is not one of {', '.join(OUTPUT_KINDS)}")
+    flag = f"{key} {value!r}" if key.startswith("-") else f"{key}={value!r}"
+    example = f"{key} runs/x" if key.startswith("-") else f"{key}=runs/x"
+    if not value.strip():
+        return f"{flag} is invalid; give a folder, e.g. {example}"
+    path = Path(value).expanduser().resolve()
+    if path == Path(path.anchor):
+        return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
+    if path.exists() and not path.is_dir():
+        return f"{flag} is a file, not a folder; give a folder"
+    if same_as is not None and path == Path(same_as).expanduser().resolve():
+        return None
+    run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)
+    if run is not None:
+        return (
+            f"{flag} is inside the folder of the run {str(run)!r}, whose files it could "
+            "replace; give a folder outside every run's"
+        )
+    if key != "run_dir" and (path / CHECKPOINT_NAME).is_file():
+        return f"{flag} holds another run ({CHECKPOINT_NAME}); give a folder of its own"
+    if key != "out_dir" and (path / SWEEP_JSON).is_file():
+        return (
+            f"{flag} is a sweep's folder ({SWEEP_JSON}), whose reports it would replace; give "
+            "a folder of its own"
+        )
+    return None
