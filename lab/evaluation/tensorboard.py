@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.common.event_log import EventLog
+from lab.common.event_files import EventLog
 from lab.common.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from lab.diagnostics.tensorboard import write_diagnostics
 from lab.evaluation.figure import plot_accuracy_vs_length

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.common.event_log import EventLog
+from lab.common.event_files import EventLog
 from lab.common.tb_tags import LENGTH_CURVES
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
 from lab.training.run_logs import comparison_layout
@@ -74,7 +74,7 @@ def write_lm_tensorboard(result: dict[str, Any], folder: str | Path) -> None:
 
     Raises:
         OSError: the event file cannot be written (one line,
-            :meth:`lab.common.event_log.EventLog.write`); the earlier file is kept.
+            :meth:`lab.common.event_files.EventLog.write`); the earlier file is kept.
     """
     writer = EventLog()  # written at once, atomically: a full disk is one line, no torn file
     for tag, points in lm_scalars(result).items():
