@@ -134,6 +134,99 @@ def test_extend_refuses_an_unfinished_parent_and_an_existing_child(parent, tmp_p
     assert "already holds a run" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("inside", ["evaluations/child", "child", "evaluations"])
+def test_a_child_inside_its_parents_folder_is_refused_and_nothing_written(parent, capsys, inside):
+    """A child in the parent's evaluations/ (or anywhere below the parent's folder) would lose
+    its event files when the parent is overwritten: refused in one line, no folder made."""
+    before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
+    assert train_entry.main(["--extend", str(parent), *LONGER, f"run_dir={parent / inside}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: run_dir=")
+    assert f"is inside the run folder {str(parent.resolve())!r}" in err
+    assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before
+
+
+def test_a_child_folder_around_its_parent_is_refused(parent, capsys):
+    assert train_entry.main(["--extend", str(parent), f"run_dir={parent.parent}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds the parent's folder" in err and len(err.splitlines()) == 1
+
+
+def test_an_override_that_reshapes_the_weights_is_named_and_leaves_no_folder(
+    parent, tmp_path, capsys
+):
+    """model.softmax_scale=ssmax adds a weight: the error names the override (not the parent's
+    checkpoint) and no .lock-only folder is left behind."""
+    child = tmp_path / "deep" / "child"
+    assert (
+        train_entry.main(["--extend", str(parent), "model.softmax_scale=ssmax", f"run_dir={child}"])
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: model.softmax_scale='ssmax' (parent 'none') change the model's")
+    assert "blocks.0.attn.softmax_scale.ssmax_scale is not in the parent" in err
+    assert "does not fit" not in err and not child.exists() and not child.parent.exists()
+
+
+def test_a_failed_seeding_removes_the_folder_it_made(parent, tmp_path, monkeypatch):
+    import lab.training.extend as ext
+
+    child, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'c'}"])
+
+    def fail(*args):
+        raise ValueError("weights refused")
+
+    monkeypatch.setattr(ext, "load_model_state", fail)
+    with pytest.raises(ValueError, match="weights refused"):
+        seed_child(child, parent, state)
+    assert not (tmp_path / "c").exists()
+
+
+def _parent_text(folder):
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    return [e.tensor_proto.string_val[0].decode() for e in events.Tensors("parent/text_summary")]
+
+
+def test_a_stop_right_after_the_step0_checkpoint_keeps_the_parent_in_tensorboard(
+    parent, tmp_path, monkeypatch
+):
+    """Ctrl-C just after the child's step-0 checkpoint: the parent record is already in its
+    TensorBoard events (written first); Ctrl-C during the save leaves neither, and the child
+    is seeded again."""
+    import lab.training.run
+
+    real = lab.training.run.Run.save
+    child, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'c'}"])
+
+    def save_then_stop(run):
+        real(run)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.training.run.Run, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        seed_child(child, parent, state)
+    assert load_checkpoint(tmp_path / "c")["step"] == 0
+    (text,) = _parent_text(tmp_path / "c")
+    assert text.startswith(
+        f"fine-tuned from `{parent}` (step 4, sha256 `{checkpoint_digest(parent)}`)"
+    )
+
+    other, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'd'}"])
+
+    def stop_in_save(run):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.training.run.Run, "save", stop_in_save)
+    with pytest.raises(KeyboardInterrupt):
+        seed_child(other, parent, state)
+    assert not (tmp_path / "d").exists()  # no events, no checkpoint, no folder
+    monkeypatch.setattr(lab.training.run.Run, "save", real)
+    seed_child(other, parent, state)
+    assert len(_parent_text(tmp_path / "d")) == 1
+
+
 def test_train_py_refuses_an_abbreviated_or_misplaced_extend(parent, capsys):
     with pytest.raises(SystemExit) as stop:
         train_entry.main(["--ext", str(parent)])
