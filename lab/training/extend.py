@@ -221,6 +221,27 @@ def check_same_corpus(child: Config, parent_dir: str | Path, state: dict[str, An
     )
 
 
+def stale_child(child_dir: str | Path, parent_dir: str | Path) -> str | None:
+    """Why the child in ``child_dir`` is stale, in one line naming it, or None: it holds a
+    checkpoint whose parent record's SHA-256 is not that of ``parent_dir``'s checkpoint now
+    (the parent was retrained or replaced since the child was seeded), or none at all. None
+    when ``child_dir`` holds no checkpoint (nothing to be stale).
+
+    Raises:
+        FileNotFoundError, ValueError: an unreadable checkpoint of either run.
+    """
+    if not checkpoint_path(child_dir).is_file():
+        return None
+    recorded = (parent_of(load_checkpoint(child_dir)) or {}).get("sha256")
+    now = checkpoint_digest(parent_dir)
+    if recorded == now:
+        return None
+    return (
+        f"{Path(child_dir).name} was fine-tuned from a checkpoint of sha256 {recorded}, and "
+        f"its parent {str(parent_dir)!r} now holds sha256 {now} (the parent was retrained)"
+    )
+
+
 def parent_record(parent_dir: str | Path, state: dict[str, Any], child: Config) -> dict[str, Any]:
     """``{"run", "run_dir", "step", "sha256", "corpus_sha256", "changed"}`` of the parent in
     ``parent_dir`` (``state`` its loaded checkpoint) for ``child``: ``corpus_sha256`` is the
