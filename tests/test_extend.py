@@ -546,6 +546,7 @@ def test_a_study_whose_parents_all_failed_says_so(tmp_path, capsys):
     assert rep.NO_PARENT in text and "- parent-seed0: failed (RuntimeError: boom)" in text
     assert (tmp_path / "out" / "extend_results.csv").read_text() == ",".join(rep.CSV_FIELDS) + "\n"
     assert "No paired test" in rep.tests_table([scratch])  # and the table alone: no TypeError
+    assert rep.format_table(["run", "rule"], []) == "| run | rule |\n| --- | ---- |"
 
 
 def test_the_report_pairs_no_child_of_a_retrained_parent(study_records):
@@ -569,6 +570,15 @@ def test_the_report_pairs_no_child_of_a_retrained_parent(study_records):
     assert "## Left out" in text and left_out[0] in text
     tests = {(a, b): t for a, b, t in rep.comparisons(kept)}
     assert tests[("fine-tuned linear s=4", "as trained")].test.n == 1  # seed 1 alone
+    zero = next(
+        r for r in study_records if r["seed"] == 1 and r["config"]["eval"]["position_options"]
+    )
+    zero["checkpoint"] = {"run": "parent-seed1", "step": 1, "sha256": "3" * 64}
+    _, left_out = rep.consistent(study_records)
+    assert left_out[1] == (
+        "parent-seed1 (zero-shot ntk s=4, seed 1): evaluated on a checkpoint of sha256 "
+        "333333333333, not its parent's as trained (000000000000)"
+    )
 
 
 def test_the_report_pairs_no_run_of_another_corpus(study_records):

@@ -99,10 +99,11 @@ def original_length(results: list[Result]) -> int:
 def consistent(results: list[Result]) -> tuple[list[Result], list[str]]:
     """The records the report may pool and pair, and one line per record left out: a record
     whose corpus (``corpus.sha256``) is not the parents' (the one most of the parents' records
-    have: the runs without a parent at ``L``), which scored other text; and a fine-tuned record
-    whose ``parent.sha256`` is not the checkpoint of a parent of its seed here (the parent was
-    retrained since the child was seeded from it). Records of no corpus (a synthetic task)
-    have one corpus, ``None``."""
+    have: the runs without a parent at ``L``), which scored other text; a zero-shot record of
+    another checkpoint than its seed's parent as trained; and a fine-tuned record whose
+    ``parent.sha256`` is not the checkpoint of its seed's parent here (the parent was retrained
+    since the child was seeded from it). Records of no corpus (a synthetic task) have one
+    corpus, ``None``."""
     if all(r.get("parent") for r in results):
         return results, []  # no parent at all: original_length says so
     original = original_length(results)
@@ -117,18 +118,38 @@ def consistent(results: list[Result]) -> tuple[list[Result], list[str]]:
             )
         else:
             kept.append(r)
-    digests = {(r["seed"], (r.get("checkpoint") or {}).get("sha256")) for r in parents}
+    trained = {r["seed"]: _digest(r) for r in kept if role(r, original)[0] == "as trained"}
     paired_ok = []
     for r in kept:
-        if r.get("parent") and (r["seed"], r["parent"].get("sha256")) not in digests:
-            left_out.append(
-                f"{_name(r, original)}: fine-tuned from a checkpoint of sha256 "
-                f"{_short(r['parent'].get('sha256'))}, which no parent of seed {r['seed']} here "
-                "is (the parent was retrained since)"
-            )
+        why = _other_checkpoint(r, role(r, original)[0], trained)
+        if why:
+            left_out.append(f"{_name(r, original)}: {why}")
         else:
             paired_ok.append(r)
     return paired_ok, left_out
+
+
+def _other_checkpoint(result: Result, kind: str, trained: dict[int, str | None]) -> str | None:
+    """Why ``result`` (of ``kind``) is not of its seed's parent checkpoint (``trained``: seed ->
+    the sha256 of its as-trained record), or None."""
+    seed = result["seed"]
+    if kind == "fine-tuned":
+        digest = result["parent"].get("sha256")
+        if seed not in trained or digest != trained[seed]:
+            return (
+                f"fine-tuned from a checkpoint of sha256 {_short(digest)}, which no parent of "
+                f"seed {seed} here is (the parent was retrained since)"
+            )
+    if kind == "zero-shot" and seed in trained and _digest(result) != trained[seed]:
+        return (
+            f"evaluated on a checkpoint of sha256 {_short(_digest(result))}, not its parent's "
+            f"as trained ({_short(trained[seed])})"
+        )
+    return None
+
+
+def _digest(result: Result) -> str | None:
+    return (result.get("checkpoint") or {}).get("sha256")
 
 
 def _corpus(result: Result) -> str | None:
