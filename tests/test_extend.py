@@ -134,6 +134,128 @@ def test_extend_refuses_an_unfinished_parent_and_an_existing_child(parent, tmp_p
     assert "already holds a run" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("inside", ["evaluations/child", "child", "evaluations"])
+def test_a_child_inside_its_parents_folder_is_refused_and_nothing_written(parent, capsys, inside):
+    """A child in the parent's evaluations/ (or anywhere below the parent's folder) would lose
+    its event files when the parent is overwritten: refused in one line, no folder made."""
+    before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
+    assert train_entry.main(["--extend", str(parent), *LONGER, f"run_dir={parent / inside}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: run_dir=")
+    assert f"is inside the folder of the run {str(parent.resolve())!r}" in err
+    assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before
+
+
+def test_a_child_folder_around_its_parent_is_refused(parent, capsys):
+    assert train_entry.main(["--extend", str(parent), f"run_dir={parent.parent}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds the parent's folder" in err and len(err.splitlines()) == 1
+
+
+def test_an_override_that_reshapes_the_weights_is_named_and_leaves_no_folder(
+    parent, tmp_path, capsys
+):
+    """model.softmax_scale=ssmax adds a weight: the error names the override (not the parent's
+    checkpoint) and no .lock-only folder is left behind."""
+    child = tmp_path / "deep" / "child"
+    assert (
+        train_entry.main(["--extend", str(parent), "model.softmax_scale=ssmax", f"run_dir={child}"])
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: model.softmax_scale='ssmax' (parent 'none') change the model's")
+    assert "blocks.0.attn.softmax_scale.ssmax_scale is not in the parent" in err
+    assert "does not fit" not in err and not child.exists() and not child.parent.exists()
+
+
+def test_a_failed_seeding_removes_the_folder_it_made(parent, tmp_path, monkeypatch):
+    import lab.training.extend as ext
+
+    child, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'c'}"])
+
+    def fail(*args):
+        raise ValueError("weights refused")
+
+    monkeypatch.setattr(ext, "load_model_state", fail)
+    with pytest.raises(ValueError, match="weights refused"):
+        seed_child(child, parent, state)
+    assert not (tmp_path / "c").exists()
+
+
+def _parent_text(folder):
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    return [e.tensor_proto.string_val[0].decode() for e in events.Tensors("parent/text_summary")]
+
+
+def test_a_stop_right_after_the_step0_checkpoint_keeps_the_parent_in_tensorboard(
+    parent, tmp_path, monkeypatch
+):
+    """Ctrl-C just after the child's step-0 checkpoint: the parent record is already in its
+    TensorBoard events (written first); Ctrl-C during the save leaves neither, and the child
+    is seeded again."""
+    import lab.training.run
+
+    real = lab.training.run.Run.save
+    child, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'c'}"])
+
+    def save_then_stop(run):
+        real(run)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.training.run.Run, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        seed_child(child, parent, state)
+    assert load_checkpoint(tmp_path / "c")["step"] == 0
+    (text,) = _parent_text(tmp_path / "c")
+    assert text.startswith(
+        f"fine-tuned from `{parent}` (step 4, sha256 `{checkpoint_digest(parent)}`)"
+    )
+
+    other, state = child_config(parent, [*LONGER, f"run_dir={tmp_path / 'd'}"])
+
+    def stop_in_save(run):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.training.run.Run, "save", stop_in_save)
+    with pytest.raises(KeyboardInterrupt):
+        seed_child(other, parent, state)
+    assert not (tmp_path / "d").exists()  # no events, no checkpoint, no folder
+    monkeypatch.setattr(lab.training.run.Run, "save", real)
+    seed_child(other, parent, state)
+    assert len(_parent_text(tmp_path / "d")) == 1
+
+
+def test_a_child_is_refused_on_a_corpus_other_than_its_parents(tmp_path, capsys):
+    """The corpus changed after the parent was trained: the child would train on new text and
+    be paired with its parent's old windows; refused in one line naming both digests, no folder
+    made. On the parent's own corpus the child records its digest."""
+    from test_text import pattern_file, tiny_lm
+
+    from data.text import load_corpus
+
+    corpus = pattern_file(tmp_path)
+    train(load_config(None, tiny_lm(tmp_path / "lm", corpus, "train.steps=2")))
+    before = load_corpus(str(corpus)).sha256
+    child, state = child_config(tmp_path / "lm", [f"run_dir={tmp_path / 'ok'}"])
+    assert seed_child(child, tmp_path / "lm", state)["corpus_sha256"] == before
+    corpus.write_bytes(corpus.read_bytes()[:-170])  # the corpus changes
+    load_corpus.cache_clear()
+    after = load_corpus(str(corpus)).sha256
+    try:
+        code = train_entry.main(["--extend", str(tmp_path / "lm"), f"run_dir={tmp_path / 'c'}"])
+    finally:
+        load_corpus.cache_clear()
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(
+        f"error: cannot fine-tune from {str(tmp_path / 'lm')!r}: it was trained on a corpus of "
+        f"sha256 {before}, and "
+    )
+    assert f"now has sha256 {after}" in err and not (tmp_path / "c").exists()
+
+
 def test_train_py_refuses_an_abbreviated_or_misplaced_extend(parent, capsys):
     with pytest.raises(SystemExit) as stop:
         train_entry.main(["--ext", str(parent)])
@@ -190,7 +312,7 @@ def _lm_record(
         },
     }
     if parent:
-        record["parent"] = {"run": parent, "step": 10, "sha256": "1" * 64}
+        record["parent"] = {"run": parent, "step": 10, "sha256": "0" * 64}  # its parent's
     return record
 
 
@@ -331,6 +453,154 @@ def test_study_runs_parents_then_children_on_a_synthetic_task(tmp_path):
     assert child["result"]["config"]["model"]["options"]["rope"]["original_max_position"] == 22
     again, _ = run_study(plan(raw), workers=1, overwrite=False)
     assert {r["status"] for r in again} == {"skipped"}
+
+
+STUDY = (
+    "out_dir: OUT\nbase: {}\nseeds: [0]\nfactor: 2\n"
+    "fine_tune: {settings: {train: {steps: 2, lr: 0.001}},\n"
+    "  rules: {linear: {scaling: linear, scaling_factor: 2}}}\n"
+    "scratch: {train: {steps: 2}}\n"
+)
+
+
+def test_a_retrained_parent_remakes_its_child_or_refuses_it(tmp_path, capsys):
+    """The child's settings override train.lr, so they 'did not change' when the parent's did;
+    its parent record's sha256 decides: refused in one line naming it while the parent was
+    retrained out of the study, re-made under --overwrite, and never paired with the new
+    parent while stale."""
+    from lab.lm import extend_study
+
+    (tmp_path / "study.yaml").write_text(STUDY)
+    out = tmp_path / "out"
+    first = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={out}"])
+    run_study(plan(first), workers=1, overwrite=False)
+    child = out / "finetune-linear-seed0"
+    old = parent_of(load_checkpoint(child))["sha256"]
+    assert old == checkpoint_digest(out / "parent-seed0")
+    changed = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={out}", "train.lr=2e-3"])
+    for spec in [*plan(changed).parents, *plan(changed).scratch]:  # retrained outside it
+        train(load_config(None, spec.overrides), overwrite=True)
+    new = checkpoint_digest(out / "parent-seed0")
+    records, _ = run_study(plan(changed), workers=1, overwrite=False)
+    status = {r["name"]: (r["status"], r["error"]) for r in records}
+    assert status["finetune-linear-seed0"][0] == "failed"
+    error = status["finetune-linear-seed0"][1]
+    assert error.startswith(
+        f"ConfigError: finetune-linear-seed0 was fine-tuned from a checkpoint "
+        f"of sha256 {old}, and its parent"
+    )
+    assert f"now holds sha256 {new}" in error and "--overwrite re-makes it" in error
+    assert "\n" not in error
+    assert parent_of(load_checkpoint(child))["sha256"] == old  # refused: nothing deleted
+    assert extend_study.finish(records, plan(changed), 1.0, 1) == 1
+    results = json.loads((out / "results.json").read_text())
+    assert not [r for r in results if r.get("parent")]  # the stale child is not reported
+    capsys.readouterr()
+    records, _ = run_study(plan(changed), workers=1, overwrite=True)
+    status = {r["name"]: r["status"] for r in records}
+    assert status["finetune-linear-seed0"] == "trained"
+    assert parent_of(load_checkpoint(child))["sha256"] == new
+    remade = next(r for r in records if r["name"] == "finetune-linear-seed0")["result"]
+    assert remade["parent"]["sha256"] == new
+
+
+def test_seeds_given_twice_are_one_run_each(tmp_path):
+    (tmp_path / "study.yaml").write_text(STUDY)
+    study = plan(read_study(tmp_path / "study.yaml", [*TINY, "seeds=0,0,00,1"]))
+    assert [s.name for s in study.parents] == ["parent-seed0", "parent-seed1"]
+    assert [s.name for s in study.children] == ["finetune-linear-seed0", "finetune-linear-seed1"]
+    assert [s.name for s in study.scratch] == ["scratch-seed0", "scratch-seed1"]
+    (tmp_path / "bad.yaml").write_text(STUDY.replace("seeds: [0]", "seeds: [0, x]"))
+    with pytest.raises(ConfigError, match=r"seeds=\[0, 'x'\] is invalid; give a list"):
+        read_study(tmp_path / "bad.yaml")
+
+
+def test_a_study_out_dir_inside_a_run_is_refused(parent, tmp_path):
+    (tmp_path / "study.yaml").write_text(STUDY)
+    raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={parent / 'evaluations' / 's'}"])
+    with pytest.raises(ConfigError, match="out_dir=.* is inside the folder of the run"):
+        plan(raw)
+
+
+def test_a_study_whose_parents_all_failed_says_so(tmp_path, capsys):
+    """No parent finished: a report saying so and one error line, not a TypeError; a
+    from-scratch run alone is not mistaken for a parent."""
+    from lab.lm import extend_study
+
+    (tmp_path / "study.yaml").write_text(STUDY)
+    study = plan(read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path / 'out'}"]))
+    scratch = _lm_record(0, 256, {256: _windows(1.45, 0)})
+    records = [
+        {"name": "parent-seed0", "status": "failed", "error": "RuntimeError: boom", "result": None},
+        {"name": "scratch-seed0", "status": "trained", "error": None, "result": scratch},
+        {"name": "finetune-linear-seed0", "status": "failed", "error": "parent", "result": None},
+    ]
+    (tmp_path / "out").mkdir()
+    assert extend_study.finish(records, study, 1.0, 1) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "error: no comparison: no parent finished (1 did not); see "
+        f"{tmp_path / 'out' / 'extend_report.md'}"
+    )
+    text = (tmp_path / "out" / "extend_report.md").read_text()
+    assert rep.NO_PARENT in text and "- parent-seed0: failed (RuntimeError: boom)" in text
+    assert (tmp_path / "out" / "extend_results.csv").read_text() == ",".join(rep.CSV_FIELDS) + "\n"
+    assert "No paired test" in rep.tests_table([scratch])  # and the table alone: no TypeError
+    assert rep.format_table(["run", "rule"], []) == "| run | rule |\n| --- | ---- |"
+
+
+def test_the_report_pairs_no_child_of_a_retrained_parent(study_records):
+    stale = next(
+        r
+        for r in study_records
+        if r["seed"] == 0
+        and r.get("parent")
+        and r["config"]["model"]["options"]["rope"]["scaling"] == "linear"
+    )
+    stale["parent"]["sha256"] = "2" * 64
+    stale["checkpoint"]["run"] = "finetune-linear-seed0"
+    kept, left_out = rep.consistent(study_records)
+    assert len(kept) == len(study_records) - 1 and stale not in kept
+    assert left_out == [
+        "finetune-linear-seed0 (fine-tuned linear s=4, seed 0): fine-tuned from a checkpoint "
+        "of sha256 222222222222, which no parent of seed 0 here is (the parent was retrained "
+        "since)"
+    ]
+    text = rep.report_text(study_records)
+    assert "## Left out" in text and left_out[0] in text
+    tests = {(a, b): t for a, b, t in rep.comparisons(kept)}
+    assert tests[("fine-tuned linear s=4", "as trained")].test.n == 1  # seed 1 alone
+    zero = next(
+        r for r in study_records if r["seed"] == 1 and r["config"]["eval"]["position_options"]
+    )
+    zero["checkpoint"] = {"run": "parent-seed1", "step": 1, "sha256": "3" * 64}
+    _, left_out = rep.consistent(study_records)
+    assert left_out[1] == (
+        "parent-seed1 (zero-shot ntk s=4, seed 1): evaluated on a checkpoint of sha256 "
+        "333333333333, not its parent's as trained (000000000000)"
+    )
+
+
+def test_the_report_pairs_no_run_of_another_corpus(study_records):
+    for r in study_records:
+        r["corpus"] = {"sha256": "a" * 64}
+    other = next(
+        r
+        for r in study_records
+        if r["seed"] == 1
+        and r.get("parent")
+        and r["config"]["model"]["options"]["rope"]["scaling"] == "yarn"
+    )
+    other["corpus"] = {"sha256": "b" * 64}
+    kept, left_out = rep.consistent(study_records)
+    assert other not in kept and len(left_out) == 1
+    assert left_out[0].endswith(
+        "(fine-tuned yarn s=4, seed 1): its corpus (sha256 bbbbbbbbbbbb) is not the parents' "
+        "(sha256 aaaaaaaaaaaa): it scored other windows"
+    )
+    tests = {(a, b): t for a, b, t in rep.comparisons(kept)}
+    assert tests[("fine-tuned yarn s=4", "as trained")].test.n == 1
+    assert left_out[0] in rep.report_text(study_records)
 
 
 def test_the_study_config_plans():

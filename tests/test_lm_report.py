@@ -436,3 +436,22 @@ def test_a_sweep_of_lm_runs_prints_their_table_and_writes_no_synthetic_file(
     assert "| alibi-text-seed1 " in out and "| perplexity 16x " in out
     names = {p.name for p in tmp_path.iterdir()}
     assert names == {*REPORT_NAMES_LM, "sweep.json"}
+
+
+def test_runs_of_two_corpora_are_never_paired_nor_pooled() -> None:
+    """alibi's runs scored another corpus (another sha256: other held-out windows): the report
+    gives each corpus its own section, so no paired test sets alibi against rope, and no
+    perplexity cell pools the two; the markdown says why."""
+    runs = sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]})
+    for run in runs:
+        if run["position"] == "alibi":
+            run["corpus"] = dict(run["corpus"], sha256="cd" * 32)
+    text = lm_markdown(runs)
+    assert "## text on corpus abababababab: perplexity at multiples" in text
+    assert "## text on corpus cdcdcdcdcdcd: perplexity at multiples" in text
+    assert text.count("The text runs scored 2 corpora (another sha256") == 2
+    assert "alibi vs rope" not in text and "rope vs alibi" not in text
+    assert text.count("No two schemes share a seed.") == 2
+    same = lm_markdown(sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]}))
+    assert "## text: perplexity at multiples" in same and "corpora" not in same
+    assert "alibi vs rope" in same or "rope vs alibi" in same

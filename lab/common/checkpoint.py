@@ -435,3 +435,30 @@ def _os_error(error: BaseException | None) -> OSError | None:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def looks_like_run(folder: str | Path) -> bool:
+    """``folder`` holds a run's files, judged without reading them (fast enough to ask of every
+    folder above a path): a ``checkpoint.pt``, or a ``config.yaml`` beside TensorBoard events
+    (a run stopped before its first checkpoint)."""
+    folder = Path(folder)
+    if checkpoint_path(folder).is_file():
+        return True
+    return (folder / CONFIG_NAME).is_file() and any(folder.glob(EVENTS))
+
+
+def nested_run_problem(path: str | Path, key: str = "run_dir") -> str | None:
+    """Why ``path`` cannot be a run's (or a study's) folder because it lies inside another run's
+    folder (its ``evaluations/``, or anywhere below it), as one line naming ``key``; or None.
+    Such a folder would have its files deleted or mixed when that run is overwritten or cleared
+    (:func:`clear_run` deletes every event file below its :data:`RUN_FOLDERS`). The one check
+    every entry point that creates run folders applies."""
+    resolved = Path(path).expanduser().resolve()
+    for above in resolved.parents:
+        if looks_like_run(above):
+            return (
+                f"{key}={str(path)!r} is inside the run folder {str(above)!r}; a run's folder "
+                "is never inside another run's (overwriting that run would delete its files): "
+                "give a folder outside it"
+            )
+    return None

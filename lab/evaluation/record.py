@@ -132,14 +132,16 @@ PARENT = {
         "run_dir": {"type": "string"},
         "step": {"type": "integer", "minimum": 0},
         "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "corpus_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
         "changed": {
             "type": "object",
             "additionalProperties": {"type": "array", "minItems": 2, "maxItems": 2},
         },
     },
     "description": "the run this one was fine-tuned from (python train.py --extend): its "
-    "folder's name and path, its checkpoint's step and SHA-256, and every setting the child "
-    "changed, key -> [parent value, child value] (lab.training.extend)",
+    "folder's name and path, its checkpoint's step and SHA-256, the SHA-256 of the corpus it "
+    "was trained on (null: a synthetic task, or a child made before it was recorded), and "
+    "every setting the child changed, key -> [parent value, child value] (lab.training.extend)",
 }
 """Schema of the optional ``parent`` of an ``eval.json`` (also for the LM record's schema)."""
 

@@ -18,7 +18,10 @@ tokens for every run, whatever its own training length). Arms are compared at th
 the paired t and sign-flip tests, with Holm's correction over the report's table. Every run
 scores the same held-out windows, so a seed's two checkpoints also pair window by window; that
 Wilcoxon signed-rank p (:func:`wilcoxon_signed_rank`) describes those checkpoints only. The
-budgets line names each arm's training tokens (:func:`budget_line`).
+budgets line names each arm's training tokens (:func:`budget_line`). Only runs of one
+provenance are pooled or paired (:func:`consistent`): a run on another corpus than the parents',
+or a child fine-tuned from a parent checkpoint that is no longer the parent's, is left out and
+named.
 
 Findings against Peng et al. 2023 ("YaRN: Efficient Context Window Extension of Large Language
 Models", sec. 3 and table 1: NTK-aware, dynamic NTK and YaRN lower RoPE's perplexity past its
@@ -35,6 +38,7 @@ import csv
 import io
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +96,77 @@ def original_length(results: list[Result]) -> int:
     if not lengths:
         raise ValueError("no run without a parent: the study's parents are missing")
     return min(lengths)
+
+
+def consistent(results: list[Result]) -> tuple[list[Result], list[str]]:
+    """The records the report may pool and pair, and one line per record left out: a record
+    whose corpus (``corpus.sha256``) is not the parents' (the one most of the parents' records
+    have: the runs without a parent at ``L``), which scored other text; a zero-shot record of
+    another checkpoint than its seed's parent as trained; and a fine-tuned record whose
+    ``parent.sha256`` is not the checkpoint of its seed's parent here (the parent was retrained
+    since the child was seeded from it). Records of no corpus (a synthetic task) have one
+    corpus, ``None``."""
+    if all(r.get("parent") for r in results):
+        return results, []  # no parent at all: original_length says so
+    original = original_length(results)
+    parents = [r for r in results if not r.get("parent") and r["train_lengths"][1] == original]
+    reference = Counter(_corpus(r) for r in parents).most_common(1)[0][0]
+    kept, left_out = [], []
+    for r in results:
+        if _corpus(r) != reference:
+            left_out.append(
+                f"{_name(r, original)}: its corpus (sha256 {_short(_corpus(r))}) is not the "
+                f"parents' (sha256 {_short(reference)}): it scored other windows"
+            )
+        else:
+            kept.append(r)
+    trained = {r["seed"]: _digest(r) for r in kept if role(r, original)[0] == "as trained"}
+    paired_ok = []
+    for r in kept:
+        why = _other_checkpoint(r, role(r, original)[0], trained)
+        if why:
+            left_out.append(f"{_name(r, original)}: {why}")
+        else:
+            paired_ok.append(r)
+    return paired_ok, left_out
+
+
+def _other_checkpoint(result: Result, kind: str, trained: dict[int, str | None]) -> str | None:
+    """Why ``result`` (of ``kind``) is not of its seed's parent checkpoint (``trained``: seed ->
+    the sha256 of its as-trained record), or None."""
+    seed = result["seed"]
+    if kind == "fine-tuned":
+        digest = result["parent"].get("sha256")
+        if seed not in trained or digest != trained[seed]:
+            return (
+                f"fine-tuned from a checkpoint of sha256 {_short(digest)}, which no parent of "
+                f"seed {seed} here is (the parent was retrained since)"
+            )
+    if kind == "zero-shot" and seed in trained and _digest(result) != trained[seed]:
+        return (
+            f"evaluated on a checkpoint of sha256 {_short(_digest(result))}, not its parent's "
+            f"as trained ({_short(trained[seed])})"
+        )
+    return None
+
+
+def _digest(result: Result) -> str | None:
+    return (result.get("checkpoint") or {}).get("sha256")
+
+
+def _corpus(result: Result) -> str | None:
+    return (result.get("corpus") or {}).get("sha256")
+
+
+def _short(digest: str | None) -> str:
+    return "none" if digest is None else digest[:12]
+
+
+def _name(result: Result, original: int) -> str:
+    """``'finetune-linear-seed0 (fine-tuned linear s=4, seed 0)'``."""
+    name = (result.get("checkpoint") or {}).get("run") or result.get("run_dir") or "a run"
+    kind, rule = role(result, original)
+    return f"{name} ({kind}{f' {rule}' if rule else ''}, seed {result['seed']})"
 
 
 def role(result: Result, original: int) -> tuple[str, str]:
@@ -263,6 +338,8 @@ def tests_table(results: list[Result]) -> str:
     """Markdown table of :func:`comparisons`: both perplexities and the seed-level test, with
     Holm's adjusted p over the table's comparisons."""
     found = comparisons(results)
+    if not found:
+        return "No paired test: the results hold no zero-shot, fine-tuned or from-scratch arm."
     measured = [arm for *_, arm in found if arm is not None]
     adjusted = iter(holm([arm.test.p_value for arm in measured]))
     rows = []
@@ -355,9 +432,19 @@ def chen_finding(results: list[Result]) -> str:
 
 
 def report_text(results: list[Result]) -> str:
-    """The whole comparison as Markdown: the perplexity table, the paired tests, the findings."""
+    """The whole comparison as Markdown: the perplexity table, the paired tests, the findings,
+    of the records :func:`consistent` keeps, then the records it left out and why."""
+    results, left_out = consistent(results)
     original, _ = grouped(results)
     length = target_length(results, original)
+    left = [
+        "## Left out",
+        "",
+        "Never pooled or paired with the others (another corpus, or a parent since retrained):",
+        "",
+        *(f"- {line}" for line in left_out),
+        "",
+    ]
     return "\n".join(
         [
             f"## Perplexity by length (L = {original} tokens)",
@@ -386,6 +473,7 @@ def report_text(results: list[Result]) -> str:
             peng_finding(results),
             chen_finding(results),
             "",
+            *(left if left_out else []),
         ]
     )
 
@@ -467,16 +555,33 @@ def write_extend_report(results: list[Result], out_dir: str | Path) -> dict[str,
 
     out_dir = Path(out_dir)
     paths = {}
+    kept, _ = consistent(results)
     with contextlib.suppress(ValueError):  # no arm has a length to draw; the tables say why
-        paths["figure"] = write_extend_figure(*grouped(results), out_dir / FIGURE_NAME)
+        paths["figure"] = write_extend_figure(*grouped(kept), out_dir / FIGURE_NAME)
     text = "# Extend, then fine-tune\n\n"
     if "figure" in paths:
         text += FIGURE_LINE.format(link=FIGURE_NAME) + "\n\n"
     text += report_text(results)
     paths["report"] = atomic_write(out_dir / REPORT_NAME, text)
-    paths["csv"] = atomic_write(out_dir / CSV_NAME, results_csv(results))
+    paths["csv"] = atomic_write(out_dir / CSV_NAME, results_csv(kept))
     return paths
 
+
+def write_no_parent_report(out_dir: str | Path, parents: dict[str, str]) -> Path:
+    """Write ``extend_report.md`` saying that no parent finished, so nothing is compared
+    (``parents``: each parent's name -> why it did not finish), and an ``extend_results.csv``
+    of its header alone (no figure); returns the report's path."""
+    out_dir = Path(out_dir)
+    lines = ["# Extend, then fine-tune", "", NO_PARENT + ":", ""]
+    lines += [f"- {name}: {why}" for name, why in parents.items()]
+    atomic_write(out_dir / "extend_results.csv", ",".join(CSV_FIELDS) + "\n")
+    return atomic_write(out_dir / "extend_report.md", "\n".join([*lines, ""]))
+
+
+NO_PARENT = (
+    "No parent finished, so there is nothing to compare (every arm is measured against them)"
+)
+"""The first line of a study's report when none of its parents finished."""
 
 COMMAND = "python sweep.py --extend-study configs/lm_extend.yaml"
 

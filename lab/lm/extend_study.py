@@ -44,15 +44,15 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
-from lab.common.config import ConfigError, config_from_dict, load_config, load_yaml
+from lab.common.config import ConfigError, load_config, load_yaml
 from lab.common.files import atomic_write
 from lab.common.outputs import output_problem
-from lab.common.runlock import run_lock
-from lab.lm.extend_report import write_extend_report
+from lab.common.runlock import RunLocked, run_lock
+from lab.lm.extend_report import write_extend_report, write_no_parent_report
 from lab.sweeps.local import run_all
 from lab.sweeps.summary import write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, dotted, prepare_out_dir
-from lab.training.extend import check_architecture, seed_child
+from lab.training.extend import check_architecture, seed_child, stale_child
 
 STUDY_KEYS = ("out_dir", "base", "seeds", "factor", "zero_shot", "fine_tune", "scratch")
 DEFAULT = Path(__file__).resolve().parents[2] / "configs" / "lm_extend.yaml"
@@ -100,7 +100,15 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
             raw["base"].append(item)
     if not isinstance(raw.get("factor", 4), int) or raw.get("factor", 4) < 2:
         raise ConfigError(f"factor={raw.get('factor')!r} is invalid; it must be an integer >= 2")
+    seeds = raw.get("seeds") or [0]
+    if not isinstance(seeds, list) or not all(_is_int(s) for s in seeds):
+        raise ConfigError(f"seeds={seeds!r} is invalid; give a list of integer seeds, e.g. [0, 1]")
+    raw["seeds"] = list(dict.fromkeys(seeds))  # seeds=0,0 (or 0,00) is one run per arm, once
     return raw
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def training_tokens(config: Any) -> int:
@@ -162,29 +170,53 @@ def plan(raw: dict[str, Any]) -> Study:
     return study
 
 
-def seed_children(study: Study, records: dict[str, dict]) -> tuple[list[RunSpec], list[dict]]:
+def seed_children(
+    study: Study, records: dict[str, dict], overwrite: bool = False
+) -> tuple[list[RunSpec], list[dict]]:
     """Seed each child whose parent finished and that has no checkpoint yet (or is to be
-    replaced); returns the children to run and the records of those that cannot (their parent
-    failed or was stopped)."""
+    replaced: marked so, or, with ``overwrite``, fine-tuned from a parent checkpoint that is no
+    longer the parent's); returns the children to run and the records of those that cannot
+    (their parent failed or was stopped, their parent was retrained and ``overwrite`` is off,
+    or seeding was refused: another corpus, an override that reshapes a weight)."""
     ready, blocked = [], []
     for spec in study.children:
         parent = records.get(study.parent_of[spec.name], {})
+        error = None
         if parent.get("status") not in ("trained", "evaluated", "skipped"):
             error = f"parent {study.parent_of[spec.name]} did not finish ({parent.get('status')})"
+        else:
+            try:
+                prepare_child(spec, parent["run_dir"], overwrite)
+            except (ConfigError, OSError, ValueError, RunLocked) as refused:
+                error = f"{type(refused).__name__}: {refused}"
+        if error is None:
+            ready.append(spec)
+        else:
             blocked.append({"name": spec.name, "status": "failed", "error": error, "result": None})
-            continue
-        config = load_config(None, spec.overrides)
-        if spec.overwrite and checkpoint_path(config.run_dir).is_file():
-            with run_lock(config.run_dir):
-                clear_run(config.run_dir)
-            spec.overwrite = False
-        if not checkpoint_path(config.run_dir).is_file():
-            parent_dir = parent["run_dir"]
-            state = load_checkpoint(parent_dir)
-            check_architecture(config_from_dict({**state["config"], "run_dir": parent_dir}), config)
-            seed_child(config, parent_dir, state)
-        ready.append(spec)
     return ready, blocked
+
+
+def prepare_child(spec: RunSpec, parent_dir: str, overwrite: bool) -> None:
+    """Make ``spec``'s child folder ready to train from the parent in ``parent_dir``: under the
+    child's lock, check that an existing child was fine-tuned from the parent's checkpoint as it
+    is now (:func:`lab.training.extend.stale_child`) and clear it when it is to be replaced;
+    then seed it when it has no checkpoint (:func:`lab.training.extend.seed_child`).
+
+    Raises:
+        ConfigError: the child is stale and ``overwrite`` is off (one line naming it), or
+            seeding is refused (see :func:`lab.training.extend.check_child`).
+        OSError, ValueError, RunLocked: an unreadable checkpoint, a folder in use.
+    """
+    config = load_config(None, spec.overrides)
+    with run_lock(config.run_dir):
+        stale = stale_child(config.run_dir, parent_dir)
+        if stale and not overwrite:
+            raise ConfigError(f"{stale}; --overwrite re-makes it from the parent as it is now")
+        if (stale or spec.overwrite) and checkpoint_path(config.run_dir).is_file():
+            clear_run(config.run_dir)
+    spec.overwrite = False
+    if not checkpoint_path(config.run_dir).is_file():
+        seed_child(config, parent_dir, load_checkpoint(parent_dir))
 
 
 def run_study(study: Study, workers: int, overwrite: bool) -> tuple[list[dict], int | None]:
@@ -197,7 +229,7 @@ def run_study(study: Study, workers: int, overwrite: bool) -> tuple[list[dict], 
     records, signum = run_all(first, min(workers, len(first)), gpus)
     if signum is not None or not study.children:
         return records, signum
-    ready, blocked = seed_children(study, {r["name"]: r for r in records})
+    ready, blocked = seed_children(study, {r["name"]: r for r in records}, overwrite)
     more, signum = run_all(ready, min(workers, len(ready)), gpus) if ready else ([], None)
     return [*records, *more, *blocked], signum
 
@@ -243,21 +275,32 @@ def main(argv: list[str]) -> int:
         return 128 + signum
     command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
     seconds = time.perf_counter() - started
-    return finish(records, Path(study.out_dir), seconds, workers, command)
+    return finish(records, study, seconds, workers, command)
 
 
 def finish(
-    records: list[dict], out_dir: Path, seconds: float, workers: int, command: str | None = None
+    records: list[dict], study: Study, seconds: float, workers: int, command: str | None = None
 ) -> int:
     """Write ``results.json`` (every evaluation), ``sweep.json`` (with ``command``, the command
     line that made the study) and the comparison
-    (:func:`lab.lm.extend_report.write_extend_report`); print it; 1 when a run failed."""
+    (:func:`lab.lm.extend_report.write_extend_report`; when no parent finished, a report that
+    says so, and one ``error:`` line); print it; 1 when a run failed."""
+    out_dir = Path(study.out_dir)
     results = [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
     failed = [r for r in records if r["status"] in ("failed", "interrupted")]
     for record in failed:
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
     atomic_write(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
     write_timing(records, out_dir, seconds, workers, command=command)
+    parents = {r["name"]: r for r in records if r["name"] in {p.name for p in study.parents}}
+    if not any(r["status"] in ("trained", "evaluated", "skipped") for r in parents.values()):
+        why = {n: f"{r['status']} ({r.get('error') or 'no error'})" for n, r in parents.items()}
+        report = write_no_parent_report(out_dir, why)
+        print(
+            f"error: no comparison: no parent finished ({len(parents)} did not); see {report}",
+            file=sys.stderr,
+        )
+        return 1
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)

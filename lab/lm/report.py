@@ -191,21 +191,48 @@ EXPLAINED = (
     "paired t-test and the exact sign-flip test reject after Holm's correction over every "
     "comparison of the table (below 6 seeds the sign-flip test cannot reject, so nothing is). "
     "The Wilcoxon signed-rank p per seed, on the same held-out windows, describes how surely "
-    "two checkpoints differ on these windows, not the schemes."
+    "two checkpoints differ on these windows, not the schemes. Only runs of one corpus (the "
+    "same sha256) are pooled or paired: runs of another corpus get a section of their own."
 )
 
 
-def task_section(results: list[Result], task: str, smoke: bool = False) -> list[str]:
-    """The lines of one task: perplexity table, ratio table, paired tests and findings (for a
-    ``smoke`` sweep the tables alone)."""
+def corpus_parts(results: list[Result], task: str) -> list[tuple[str, list[Result]]]:
+    """The runs of ``task`` split by the corpus they scored (``corpus.sha256``), as ``(title,
+    runs)``: the task's name alone when they share one corpus, else ``"TASK on corpus
+    SHA12"`` per corpus. Runs of two corpora scored other held-out windows: a report pools and
+    pairs only runs of one part."""
+    parts: dict[str | None, list[Result]] = {}
+    for r in results:
+        if r["task"] == task:
+            parts.setdefault((r.get("corpus") or {}).get("sha256"), []).append(r)
+    if len(parts) == 1:
+        return [(task, next(iter(parts.values())))]
+    return [(f"{task} on corpus {(sha or 'none')[:12]}", runs) for sha, runs in parts.items()]
+
+
+def apart_line(task: str, count: int) -> str:
+    """The line that opens each part of a task whose runs scored ``count`` corpora."""
+    return (
+        f"The {task} runs scored {count} corpora (another sha256: other held-out windows), so "
+        "each corpus is reported apart: no run is pooled or paired with a run of another."
+    )
+
+
+def task_section(
+    results: list[Result], task: str, smoke: bool = False, title: str | None = None
+) -> list[str]:
+    """The lines of one task (headed ``title``, default the task; ``results``: the runs of
+    one corpus, :func:`corpus_parts`): perplexity table, ratio table, paired tests and
+    findings (for a ``smoke`` sweep the tables alone)."""
     runs = [r for r in results if r["task"] == task]
     train = max(r["train_lengths"][1] for r in runs)
+    title = title or task
     tables = [
-        f"## {task}: perplexity at multiples of the training length ({train} tokens)",
+        f"## {title}: perplexity at multiples of the training length ({train} tokens)",
         "",
         perplexity_table(runs, task),
         "",
-        f"### {task}: perplexity over its value at 1x",
+        f"### {title}: perplexity over its value at 1x",
         "",
         ratio_table(runs, task),
         "",
@@ -214,11 +241,11 @@ def task_section(results: list[Result], task: str, smoke: bool = False) -> list[
         return tables
     return [
         *tables,
-        f"### {task}: paired tests between schemes",
+        f"### {title}: paired tests between schemes",
         "",
         paired_table(runs, task),
         "",
-        f"### {task}: findings against the literature",
+        f"### {title}: findings against the literature",
         "",
         *lm_findings(runs),
         "",
@@ -237,7 +264,10 @@ def lm_markdown(
     lines += [SMOKE_NOTE, ""] if smoke else []
     lines += [*corpus_lines(results), "", EXPLAINED, ""]
     for task in tasks(results):
-        lines += task_section(results, task, smoke)
+        parts = corpus_parts(results, task)
+        for title, runs in parts:
+            lines += [apart_line(task, len(parts)), ""] if len(parts) > 1 else []
+            lines += task_section(runs, task, smoke, title)
     lines += ["![perplexity against evaluation length](perplexity_vs_length.png)", ""]
     lines += ["![mean loss against token position](loss_vs_position.png)", ""]
     lines += ["## Runs", "", lm_summary_table(results, out_dir), ""]

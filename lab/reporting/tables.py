@@ -37,8 +37,9 @@ def percent(value: float | None) -> str:
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> str:
-    """A Markdown table with padded columns (readable as plain text too)."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    """A Markdown table with padded columns (readable as plain text too); no ``rows`` gives the
+    header alone (the caller says why the table is empty)."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = [headers, ["-" * w for w in widths], *rows]
     return "\n".join(
         "| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |"

@@ -14,16 +14,21 @@ fresh optimizer, and the ordinary training loop resumes it
 (:func:`lab.training.trainer.train`), so every guarantee of a run (exact resume, stop signals,
 atomic checkpoints) holds for the child too; ``python train.py --resume CHILD`` continues it.
 
-The child records its parent, ``{"run", "run_dir", "step", "sha256", "changed"}`` (folder
-name, path as given, the checkpoint's step and SHA-256, and every setting that differs from the
-parent's as ``key: [parent, child]``): in its checkpoint's ``history`` (kept by every save and
+The child records its parent, ``{"run", "run_dir", "step", "sha256", "corpus_sha256",
+"changed"}`` (folder name, path as given, the checkpoint's step and SHA-256, the SHA-256 of the
+corpus it was trained on, and every setting that differs from the parent's as ``key: [parent,
+child]``): in its checkpoint's ``history`` (kept by every save and
 resume; :func:`parent_of`), in ``eval.json`` (``parent``), and in TensorBoard (the HParams
-tab's ``parent``, ``parent_step`` and ``parent_sha256``, and a ``parent`` text).
+tab's ``parent``, ``parent_step`` and ``parent_sha256``, and a ``parent`` text). A child is
+refused, before its folder is made, when its folder is inside (or around) its parent's, when an
+override changes the shape of a weight, and when its corpus is not its parent's
+(:func:`check_child`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import signal
 import sys
@@ -45,6 +50,7 @@ from lab.common.checkpoint import (
     events_folder,
     load_checkpoint,
     load_model_state,
+    nested_run_problem,
 )
 from lab.common.config import (
     Config,
@@ -55,10 +61,11 @@ from lab.common.config import (
     with_overrides,
 )
 from lab.common.outputs import output_problem
-from lab.common.runlock import RunLocked, run_lock
+from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.run_logs import HEADLINE, hparams, mark_axes
 from lab.training.trainer import start_run, train
+from model import Transformer
 
 ARCHITECTURE = (
     "model.vocab_size",
@@ -111,17 +118,38 @@ def child_config(
         )
     parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
     child = with_overrides(parent, [f"run_dir={parent_dir}{SUFFIX}", "log_dir=", *overrides])
-    check_architecture(parent, child)
-    problem = output_problem(child.run_dir, "run_dir")  # inside the parent's folder, too
-    if Path(child.run_dir).resolve() == parent_dir.resolve():
+    check_child(child, parent_dir, state)
+    check_evaluable(child)
+    return child, state
+
+
+def check_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> None:
+    """Everything that must hold before a child's folder is created (by either entry point):
+    its folder apart from its parent's (not the same, not inside it nor around it), the same
+    architecture (:func:`check_architecture`), weights of the same shapes
+    (:func:`check_weights_fit`) and the same corpus (:func:`check_same_corpus`).
+
+    Raises:
+        ConfigError: one line naming the setting and the values.
+    """
+    parent_dir, run_dir = Path(parent_dir).resolve(), Path(child.run_dir).resolve()
+    if run_dir == parent_dir:
         raise ConfigError(
             f"run_dir={child.run_dir!r} is the parent's own folder; the fine-tuned run goes "
             f"into a new folder (default {str(parent_dir)}{SUFFIX}; give run_dir=...)"
         )
+    problem = output_problem(child.run_dir, "run_dir") or nested_run_problem(child.run_dir)
+    if problem is None and run_dir in parent_dir.parents:
+        problem = (
+            f"run_dir={child.run_dir!r} holds the parent's folder {str(parent_dir)!r}; the "
+            "fine-tuned run goes into a folder of its own beside it"
+        )
     if problem:
         raise ConfigError(problem)
-    check_evaluable(child)
-    return child, state
+    parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
+    check_architecture(parent, child)
+    check_weights_fit(parent, child, state)
+    check_same_corpus(child, parent_dir, state)
 
 
 def check_architecture(parent: Config, child: Config) -> None:
@@ -145,10 +173,83 @@ def check_architecture(parent: Config, child: Config) -> None:
             )
 
 
+def check_weights_fit(parent: Config, child: Config, state: dict[str, Any]) -> None:
+    """Refuse a child whose model has other weights than the parent's checkpoint ``state``
+    holds (a setting outside :data:`ARCHITECTURE` that adds or reshapes a tensor, e.g.
+    ``model.softmax_scale=ssmax``); the child's model is built on the ``meta`` device, so no
+    memory is spent and nothing is written.
+
+    Raises:
+        ConfigError: one line naming the changed settings and the first tensor that differs.
+    """
+    with torch.device("meta"):
+        wanted = {k: tuple(v.shape) for k, v in Transformer(child.model).state_dict().items()}
+    saved = {k: tuple(v.shape) for k, v in state["model"].items()}
+    if wanted == saved:
+        return
+    key = next((k for k in wanted if saved.get(k) != wanted[k]), None) or next(iter(saved))
+    detail = (
+        f"{key} is {saved[key]} in the parent and {wanted[key]} in the child"
+        if key in saved and key in wanted
+        else f"{key} is {'not in the parent' if key in wanted else 'not in the child'}"
+    )
+    changed = {k: v for k, v in changed_keys(parent, child).items() if k not in PLACES}
+    named = {k: v for k, v in changed.items() if k.startswith("model.")} or changed
+    settings = "; ".join(f"{k}={b!r} (parent {a!r})" for k, (a, b) in named.items())
+    raise ConfigError(
+        f"{settings or 'the overrides'} change the model's weights ({detail}); the child "
+        "starts from the parent's weights: change position options, lengths and training "
+        "settings only"
+    )
+
+
+def check_same_corpus(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> None:
+    """Refuse a language-model child whose corpus is not the one its parent was trained on
+    (the parent checkpoint's ``corpus.sha256``): the child would learn other text, and its
+    evaluation would score other held-out windows than its parent's.
+
+    Raises:
+        ConfigError: one line naming the parent and both digests.
+    """
+    saved = (state.get("corpus") or {}).get("sha256")
+    task = child.data.build_task()
+    if saved is None or not task.language_model or task.corpus.sha256 == saved:
+        return
+    raise ConfigError(
+        f"cannot fine-tune from {str(parent_dir)!r}: it was trained on a corpus of sha256 "
+        f"{saved}, and {task.corpus.source!r} now has sha256 {task.corpus.sha256}; the child "
+        "would train on other text and score other windows than its parent (restore the "
+        "corpus, or retrain the parent)"
+    )
+
+
+def stale_child(child_dir: str | Path, parent_dir: str | Path) -> str | None:
+    """Why the child in ``child_dir`` is stale, in one line naming it, or None: it holds a
+    checkpoint whose parent record's SHA-256 is not that of ``parent_dir``'s checkpoint now
+    (the parent was retrained or replaced since the child was seeded), or none at all. None
+    when ``child_dir`` holds no checkpoint (nothing to be stale).
+
+    Raises:
+        FileNotFoundError, ValueError: an unreadable checkpoint of either run.
+    """
+    if not checkpoint_path(child_dir).is_file():
+        return None
+    recorded = (parent_of(load_checkpoint(child_dir)) or {}).get("sha256")
+    now = checkpoint_digest(parent_dir)
+    if recorded == now:
+        return None
+    return (
+        f"{Path(child_dir).name} was fine-tuned from a checkpoint of sha256 {recorded}, and "
+        f"its parent {str(parent_dir)!r} now holds sha256 {now} (the parent was retrained)"
+    )
+
+
 def parent_record(parent_dir: str | Path, state: dict[str, Any], child: Config) -> dict[str, Any]:
-    """``{"run", "run_dir", "step", "sha256", "changed"}`` of the parent in ``parent_dir``
-    (``state`` its loaded checkpoint) for ``child``: ``changed`` maps each differing setting,
-    ``run_dir`` and ``log_dir`` (where, not what) aside, to ``[parent value, child value]``."""
+    """``{"run", "run_dir", "step", "sha256", "corpus_sha256", "changed"}`` of the parent in
+    ``parent_dir`` (``state`` its loaded checkpoint) for ``child``: ``corpus_sha256`` is the
+    corpus it was trained on (None for a synthetic task); ``changed`` maps each differing
+    setting, ``run_dir`` and ``log_dir`` (where, not what) aside, to ``[parent value, child
+    value]``."""
     parent = config_from_dict({**state["config"], "run_dir": str(parent_dir)})
     changed = {k: list(v) for k, v in changed_keys(parent, child).items() if k not in PLACES}
     return {
@@ -156,6 +257,7 @@ def parent_record(parent_dir: str | Path, state: dict[str, Any], child: Config) 
         "run_dir": str(parent_dir),
         "step": int(state["step"]),
         "sha256": checkpoint_digest(parent_dir),
+        "corpus_sha256": (state.get("corpus") or {}).get("sha256"),
         "changed": changed,
     }
 
@@ -176,19 +278,49 @@ def seed_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> 
         OSError: a file cannot be written.
     """
     run_dir = Path(child.run_dir)
+    check_child(child, parent_dir, state)  # before the folder exists: a refusal leaves none
     record = parent_record(parent_dir, state, child)
-    with run_lock(run_dir):
-        check_trainer_paths(run_dir)
-        if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
-            clear_run(run_dir)
-        if child.log_dir:  # events of an earlier child left in its own log_dir
-            clear_events(events_folder(run_dir, child.log_dir))
-        run = start_run(child, None, torch.device("cpu"))
-        load_model_state(run.model, state["model"], parent_dir)
-        run.history = [{"step": 0, "parent": record}]
-        run.save()
-        write_parent_tensorboard(child, record)
+    created = not run_dir.exists()
+    try:
+        with run_lock(run_dir):
+            check_trainer_paths(run_dir)
+            if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
+                clear_run(run_dir)
+            if child.log_dir:  # events of an earlier child left in its own log_dir
+                clear_events(events_folder(run_dir, child.log_dir))
+            run = start_run(child, None, torch.device("cpu"))
+            load_model_state(run.model, state["model"], parent_dir)
+            run.history = [{"step": 0, "parent": record}]
+            save_with_parent_tensorboard(run, child, record)
+    except BaseException:
+        if created:  # a failed seeding leaves no folder holding a .lock alone
+            remove_lock_only_folder(run_dir)
+        raise
     return record
+
+
+def save_with_parent_tensorboard(run: Any, child: Config, record: dict[str, Any]) -> None:
+    """Write the parent's TensorBoard record (:func:`write_parent_tensorboard`), then the
+    step-0 checkpoint: a stop signal between the two leaves neither (the events are deleted
+    while no checkpoint exists), so a child never has a checkpoint without its parent in
+    TensorBoard, and one stopped before its checkpoint is seeded again."""
+    try:
+        write_parent_tensorboard(child, record)
+        run.save()
+    except BaseException:
+        if not checkpoint_path(child.run_dir).is_file():
+            clear_events(events_folder(child.run_dir, child.log_dir))
+        raise
+
+
+def remove_lock_only_folder(run_dir: Path) -> None:
+    """Remove ``run_dir`` when it holds nothing but its ``.lock`` (a folder this process
+    created for a child whose seeding failed)."""
+    lock = run_dir / LOCK_NAME
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+        lock.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
 
 
 def write_parent_tensorboard(child: Config, record: dict[str, Any]) -> None:
