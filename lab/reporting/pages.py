@@ -121,12 +121,20 @@ FAMILIES = {
         "eval.position_options.scaling=linear,ntk,dynamic,yarn,llama3 "
         "eval.position_options.scaling_factor=2,4",
         {"report.md": "report.md", "accuracy_vs_length.png": "accuracy_vs_length.png"},
-        optional=("results.json", "sweep.json"),
+        optional=(
+            "results.json",
+            "sweep.json",
+            "learning_speed.png",
+            "order_sensitivity.png",
+            "attention_vs_length.png",
+        ),
         recorded=(
-            "RUNS a copy of the default ablation's six RoPE runs as trained on a 2-core AMD "
-            "EPYC VM (4000-step cap, validation at the shortest, middle and longest training "
-            "lengths); 0 trainings and 60 evaluations in 19.2 min on that VM with other work "
-            "sharing its cores (noted when it ran; no sweep.json was kept)"
+            "RUNS the default ablation's six RoPE runs (configs/ablation.yaml: copy and svo, "
+            "seeds 0-2, 8000-step cap), trained first into that folder by the same command "
+            "without the two eval.position_options axes (16.0 min with 1 worker), then this "
+            "command: 0 trainings and 60 evaluations in 7.0 min with 1 worker (sweep.json); "
+            "both on a 2-core AMD EPYC (AVX2), torch 2.13.0+cpu, with other jobs sharing its "
+            "cores"
         ),
     ),
     "lm": Family(
