@@ -25,7 +25,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from model.position import PositionScheme, scheme_class
+from model.position import PositionScheme, available_schemes, scheme_class
 from model.position.layout import Group, LayerLayout
 
 MAX_WINDOW = 2**16
@@ -48,10 +48,11 @@ def parse_layer(text: str, n_heads: int, key: str) -> LayerLayout:
     groups: list[tuple[str, int | None]] = []
     for part in body.split("+"):
         name, colon, count = (s.strip() for s in part.partition(":"))
-        try:
-            scheme_class(name)
-        except ValueError as error:
-            raise ValueError(f"{key} entry {text!r}: {error}") from None
+        if name not in available_schemes():  # the registry's message names model.position
+            raise ValueError(
+                f"{key} entry {text!r}: {name!r} is not a known scheme; choose one of "
+                f"{', '.join(available_schemes())}"
+            )
         if colon and not (count.isdigit() and int(count) >= 1):
             raise ValueError(
                 f"{key} entry {text!r}: head count {count!r} of {name} is not an integer >= 1; "

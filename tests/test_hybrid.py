@@ -303,6 +303,18 @@ def test_bad_layouts_stop_in_one_line(override, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("key", ["model.layout=ROPE,rope,rope", "model.heads=ROPE:2+none:2"])
+def test_an_unknown_layout_scheme_names_its_own_key_not_model_position(key):
+    """The registry's message names ``model.position``; a layout entry's must name its key."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [key])
+    message = str(error.value)
+    name = key.partition("=")[0]
+    assert message.startswith(f"{name} entry 'ROPE")
+    assert "'ROPE' is not a known scheme; choose one of none, learned, sinusoidal, rope" in message
+    assert "model.position" not in message and "\n" not in message
+
+
 def test_layout_with_heads_or_nope_every_is_refused():
     with pytest.raises(ValueError, match="model.layout and model.heads are both given"):
         ModelConfig(layout="rope,rope,rope", heads="rope:2+none:2")
