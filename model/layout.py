@@ -175,6 +175,38 @@ def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) ->
             )
 
 
+def layout_position(
+    position: str,
+    layers: tuple[LayerLayout, ...],
+    default: str,
+    layout: str | None = None,
+    heads: str | None = None,
+) -> str:
+    """The ``model.position`` of a model whose ``layout`` or ``heads`` sets every layer's
+    schemes: ``position`` itself when the layout runs it (it names the member whose options
+    ``eval.position_options`` changes), the layout's first scheme when ``position`` is the
+    ``default`` (left out: ``rope`` under ``none,none`` is ``none``), and ``position``
+    unchanged without either key. So a run's label says what the model runs.
+
+    Raises:
+        ValueError: a ``position`` other than the default that the layout does not run: it
+            would be ignored, and the run labelled with a scheme it does not have (one line).
+    """
+    if layout is None and heads is None:
+        return position
+    names = scheme_names(layers)
+    if position in names:
+        return position
+    if position == default:
+        return names[0]
+    key, value = ("model.layout", layout) if layout is not None else ("model.heads", heads)
+    raise ValueError(
+        f"model.position={position!r} is not run by {key}={value!r} (its schemes: "
+        f"{', '.join(names)}), which sets every layer's scheme; give model.position one of "
+        f"{', '.join(names)} (the one eval.position_options changes) or leave it out"
+    )
+
+
 def scheme_names(layers: tuple[LayerLayout, ...]) -> list[str]:
     """The schemes a layout names, in order of first appearance."""
     return list(dict.fromkeys(g.scheme for layer in layers for g in layer.groups))
