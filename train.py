@@ -42,6 +42,7 @@ from lab.training.distributed import is_main_process, leave_group
 from lab.training.resume import resume_config
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.trainer import train
+from model.layout import layout_label
 
 STOPPED = (
     "a checkpoint on disk is complete (every write is atomic); continue a run that saved one "
@@ -161,11 +162,13 @@ def run_config(args: argparse.Namespace) -> Config:
 
 
 def print_start(config: Config) -> None:
-    """One line: the run folder, the scheme, the task (with its changed options), the CPU
-    threads and the precision."""
-    task_options = changed_task_options(config_to_dict(config)["data"])
+    """One line: the run folder, the scheme (a hybrid's layout), the task (with its changed
+    options), the CPU threads and the precision."""
+    values = config_to_dict(config)
+    task_options = changed_task_options(values["data"])
+    scheme = layout_label(values["model"]) or config.model.position  # what the model runs
     print(
-        f"{config.run_dir}: {config.model.position} on {config.data.task}{task_options}, "
+        f"{config.run_dir}: {scheme} on {config.data.task}{task_options}, "
         f"{cpu_threads(config.threads)} CPU thread(s) (threads=N to change), "
         f"precision {config.precision}",
         flush=True,

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from model.flex_attention import ATTENTION_KERNELS
-from model.layout import check_layout, is_plain, resolve_layout, scheme_names
+from model.layout import check_layout, is_plain, layout_position, resolve_layout, scheme_names
 from model.position import scheme_class
 from model.position.layout import LayerLayout, member_configs
 from model.softmax_scale import SOFTMAX_SCALES
@@ -115,7 +115,7 @@ class ModelConfig:
                 f"vocab_size={self.vocab_size} make about {self.approx_parameters():,} "
                 f"parameters; the maximum is {MAX_PARAMETERS:,} (2**28)"
             )
-        cls = scheme_class(self.position)
+        scheme_class(self.position)  # a known name, before any other check reads it
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
@@ -130,14 +130,17 @@ class ModelConfig:
                 f"{MAX_RANDOMIZED_POSITIONS}]"
             )
         self._check_attention_keys()
-        if not self.causal and not cls.bidirectional:
-            raise ValueError(
-                f"model.position={self.position!r} is causal only; set model.causal=true"
-            )
         layers = resolve_layout(
             self.position, self.n_layers, self.n_heads, self.layout, self.heads,
             self.nope_every, self.window,
         )  # fmt: skip
+        default = ModelConfig.position
+        self.position = layout_position(self.position, layers, default, self.layout, self.heads)
+        cls = scheme_class(self.position)
+        if not self.causal and not cls.bidirectional and self.layout is None and self.heads is None:
+            raise ValueError(  # a layout's schemes: check_layout names the key
+                f"model.position={self.position!r} is causal only; set model.causal=true"
+            )
         check_layout(layers, self.n_heads, self.causal)
         members = [] if is_plain(layers, self.position, self.n_heads) else scheme_names(layers)
         options = {}

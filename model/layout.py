@@ -25,7 +25,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from model.position import PositionScheme, scheme_class
+from model.position import PositionScheme, available_schemes, scheme_class
 from model.position.layout import Group, LayerLayout
 
 MAX_WINDOW = 2**16
@@ -48,10 +48,11 @@ def parse_layer(text: str, n_heads: int, key: str) -> LayerLayout:
     groups: list[tuple[str, int | None]] = []
     for part in body.split("+"):
         name, colon, count = (s.strip() for s in part.partition(":"))
-        try:
-            scheme_class(name)
-        except ValueError as error:
-            raise ValueError(f"{key} entry {text!r}: {error}") from None
+        if name not in available_schemes():  # the registry's message names model.position
+            raise ValueError(
+                f"{key} entry {text!r}: {name!r} is not a known scheme; choose one of "
+                f"{', '.join(available_schemes())}"
+            )
         if colon and not (count.isdigit() and int(count) >= 1):
             raise ValueError(
                 f"{key} entry {text!r}: head count {count!r} of {name} is not an integer >= 1; "
@@ -172,6 +173,38 @@ def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) ->
                 "cannot share a layer's heads with another scheme (model.heads); give it whole "
                 "layers"
             )
+
+
+def layout_position(
+    position: str,
+    layers: tuple[LayerLayout, ...],
+    default: str,
+    layout: str | None = None,
+    heads: str | None = None,
+) -> str:
+    """The ``model.position`` of a model whose ``layout`` or ``heads`` sets every layer's
+    schemes: ``position`` itself when the layout runs it (it names the member whose options
+    ``eval.position_options`` changes), the layout's first scheme when ``position`` is the
+    ``default`` (left out: ``rope`` under ``none,none`` is ``none``), and ``position``
+    unchanged without either key. So a run's label says what the model runs.
+
+    Raises:
+        ValueError: a ``position`` other than the default that the layout does not run: it
+            would be ignored, and the run labelled with a scheme it does not have (one line).
+    """
+    if layout is None and heads is None:
+        return position
+    names = scheme_names(layers)
+    if position in names:
+        return position
+    if position == default:
+        return names[0]
+    key, value = ("model.layout", layout) if layout is not None else ("model.heads", heads)
+    raise ValueError(
+        f"model.position={position!r} is not run by {key}={value!r} (its schemes: "
+        f"{', '.join(names)}), which sets every layer's scheme; give model.position one of "
+        f"{', '.join(names)} (the one eval.position_options changes) or leave it out"
+    )
 
 
 def scheme_names(layers: tuple[LayerLayout, ...]) -> list[str]:

@@ -1,6 +1,7 @@
 """A minimal decoder-only transformer whose position scheme is one swappable module."""
 
 import math
+import re
 from typing import Any
 
 import torch
@@ -74,6 +75,7 @@ class Transformer(nn.Module):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * config.n_layers))
         if config.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight
+        self._register_load_state_dict_pre_hook(_composite_keys_to_plain, with_module=True)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -254,6 +256,29 @@ class Transformer(nn.Module):
                 f"sequence needs position {last} (length {last + 1}) but {self.config.position} "
                 f"encodes {limit} positions; train with a larger "
                 f"model.options.{self.config.position}.max_positions"
+            )
+
+
+COMPOSITE_KEY = re.compile(r"position\.((?:inner\.)?)members\.[A-Za-z0-9_]+_\d+\.")
+"""The prefix of a one-member composite's weights (``position.members.t5_4.``), kept by runs
+saved when a layout of one scheme everywhere under another ``model.position`` was built as
+:class:`model.position.layout.LayeredPositions`; that layout is now the scheme alone."""
+
+
+def _composite_keys_to_plain(module: nn.Module, state_dict: dict, prefix: str, *_: Any) -> None:
+    """Rename a one-member composite's keys (:data:`COMPOSITE_KEY`) to the scheme's own,
+    ``position.members.t5_4.bias`` -> ``position.bias``, when ``module`` (a Transformer) has no
+    composite: the same weights in the same order (``tests/test_hybrid.py``), so old runs
+    still load."""
+    if any(name.endswith("members") for name, _ in module.position.named_modules()):
+        return  # a composite: its keys are its own
+    found = {k: COMPOSITE_KEY.match(k, len(prefix)) for k in state_dict if k.startswith(prefix)}
+    if len({m.group(0) for m in found.values() if m}) != 1:
+        return  # no composite keys, or several members: not a layout of one scheme
+    for key, match in found.items():
+        if match:
+            state_dict[f"{prefix}position.{match.group(1)}{key[match.end() :]}"] = state_dict.pop(
+                key
             )
 
 

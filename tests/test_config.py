@@ -12,11 +12,13 @@ from data import available_tasks, build_task, task_options
 from lab.common.config import (
     Config,
     ConfigError,
+    check_evaluable,
     config_from_dict,
     config_to_dict,
     flat_keys,
     load_config,
     save_config,
+    sequence_tokens,
 )
 from model import ModelConfig
 from model.position import available_schemes
@@ -487,3 +489,51 @@ def test_a_value_of_the_wrong_type_says_what_the_key_accepts(override, expected)
     message = str(error.value)
     assert message.startswith(expected) and message.endswith(words[expected])
     assert "\n" not in message
+
+
+# ---------------------------------------------------------------------------------------------
+# Randomized evaluation needs positions for every evaluated length
+# ---------------------------------------------------------------------------------------------
+
+
+def test_randomized_eval_with_too_few_positions_is_refused_before_training(tmp_path: Path) -> None:
+    """``model.randomized_eval`` draws every evaluated sequence's positions from ``[0, L)``:
+    an ``L`` below the periodic 4x evaluation killed the run at its first periodic evaluation
+    (and every resume). The bound is exact: one position fewer is refused in one line, the
+    bound itself trains through a periodic evaluation at every step."""
+    from lab.training.trainer import train
+    from conftest import TINY_RUN
+
+    tiny = [*TINY_RUN, "train.steps=2", "train.warmup_steps=0", "train.eval_every=1"]
+    needed = sequence_tokens(build_task("copy"), 16)  # 4x data.train_max_length=4
+    random = ["model.randomized_eval=true", f"run_dir={tmp_path / 'run'}"]
+    message = one_line_error([*tiny, *random, f"model.randomized_positions={needed - 1}"])
+    assert message == (
+        f"model.randomized_eval=true with model.randomized_positions={needed - 1} is too few "
+        "positions: the periodic evaluation at 4x data.train_max_length=4 evaluates sequences "
+        f"of {needed} tokens, each needing as many distinct positions; give "
+        f"model.randomized_positions >= {needed} (at most 65536) or model.randomized_eval=false"
+    )
+    grid = one_line_error(
+        [*tiny, *random, f"model.randomized_positions={needed}", "eval.lengths=[20]"]
+    )
+    assert "eval.lengths=[20] evaluates sequences of 42 tokens" in grid
+    result = train(load_config(None, [*tiny, *random, f"model.randomized_positions={needed}"]))
+    assert result.step == 2
+
+
+def test_randomized_eval_at_evaluation_needs_as_many_positions() -> None:
+    """``eval.py RUN eval.position_options.randomized_eval=true`` is checked the same way."""
+    config = load_config(
+        None,
+        [
+            "data.task=copy",
+            "model.randomized_positions=40",
+            "eval.position_options.randomized_eval=true",
+        ],
+    )
+    with pytest.raises(ConfigError, match="model.randomized_positions=40 is too few positions"):
+        check_evaluable(config)
+    check_evaluable(
+        dataclasses.replace(config, eval=dataclasses.replace(config.eval, position_options={}))
+    )

@@ -15,6 +15,7 @@ from lab.evaluation.attention_maps import attention_maps
 from lab.evaluation.labels import scheme_label
 from lab.sweeps.sweep import expand, load_sweep, run_identity
 from model import ModelConfig, Transformer, blocked_attention
+from model.layout import resolve_layout
 from model.position import alibi_bias, alibi_slopes, apply_rope
 from model.position.layout import LayeredPositions
 
@@ -35,14 +36,22 @@ def tokens(t: int, seed: int = 1, b: int = 2) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+def composite_of(scheme: str) -> Transformer:
+    """A one-member composite of ``scheme`` on every layer and head, as runs saved before a
+    layout of one scheme everywhere became that scheme alone were built (seed 0)."""
+    config = ModelConfig(position=scheme)
+    config._layers = resolve_layout(scheme, config.n_layers, config.n_heads)
+    config._member_options = {scheme: config.scheme_options}
+    torch.manual_seed(0)
+    return Transformer(config).eval()
+
+
 @pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "t5", "kerple", "fire", "cope"])
-def test_a_layout_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
-    """``position=none layout=X,X,X`` (rope for X = none) builds the composite around one
-    member X; with the same seed it draws the same weights and gives the very same logits as
-    ``position=X``."""
+def test_a_composite_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
+    """The composite around one member X draws the same weights and gives the very same logits
+    as ``position=X``; a plain model loads its saved weights (old runs of such a layout)."""
     plain = model_of(position=scheme)
-    base = "rope" if scheme == "none" else "none"  # another scheme: the composite is built
-    hybrid = model_of(position=base, layout=",".join([scheme] * 3))
+    hybrid = composite_of(scheme)
     assert isinstance(hybrid.position, LayeredPositions)
     mine, theirs = hybrid.state_dict(), plain.state_dict()
     assert [v.shape for v in mine.values()] == [v.shape for v in theirs.values()]
@@ -51,6 +60,20 @@ def test_a_layout_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(s
     assert torch.equal(hybrid(idx), plain(idx))
     idx = tokens(300, b=1)  # the blocked path where X has a bias
     assert torch.equal(hybrid(idx), plain(idx))
+    other = model_of(seed=5, position=scheme)
+    other.load_state_dict(mine)  # position.members.X_4.* read as position.*
+    assert torch.equal(other(idx), plain(idx))
+
+
+@pytest.mark.parametrize("scheme", ["none", "alibi", "t5"])
+def test_a_layout_of_one_scheme_under_the_default_position_is_that_scheme_alone(scheme):
+    """``model.layout=X,X,X`` (position left at rope) runs X alone and says so: the config's
+    position, the model, its parameter names and its logits are X's."""
+    config = ModelConfig(layout=",".join([scheme] * 3))
+    assert config.position == scheme and config.layers is None
+    hybrid, plain = model_of(layout=",".join([scheme] * 3)), model_of(position=scheme)
+    assert list(hybrid.state_dict()) == list(plain.state_dict())
+    assert torch.equal(hybrid(tokens(12)), plain(tokens(12)))
 
 
 def test_no_layout_key_builds_the_scheme_itself_with_its_parameter_names():
@@ -250,6 +273,85 @@ def test_the_label_names_the_layout():
     assert label(layout="rope@8,rope@8,none", causal="false") == "rope@8*2,none (bidirectional)"
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["model.position=alibi", "model.layout=rope,rope,rope"],
+            "model.position='alibi' is not run by model.layout='rope,rope,rope' (its schemes: "
+            "rope), which sets every layer's scheme; give model.position one of rope",
+        ),
+        (
+            ["model.position=none", "model.heads=rope:2+alibi:2"],
+            "model.position='none' is not run by model.heads='rope:2+alibi:2' (its schemes: "
+            "rope, alibi)",
+        ),
+    ],
+)
+def test_a_position_the_layout_overrides_is_refused_in_one_line(overrides, message):
+    """It would be ignored and the run labelled with a scheme it does not have."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, overrides)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_the_position_label_is_what_the_layout_runs():
+    """Left at its default, ``model.position`` becomes the layout's first scheme (the label of
+    the committed hybrids: rope for rope*3,none, none for none*4); a scheme the layout runs is
+    kept (the member eval.position_options changes)."""
+    position = {
+        "rope,rope,rope": "rope",
+        "none,none,none": "none",
+        "alibi,none,alibi": "alibi",
+        "none,rope,none": "rope",  # the default, and run by the layout
+    }
+    for layout, expected in position.items():
+        assert load_config(None, [f"model.layout={layout}"]).model.position == expected
+    kept = load_config(None, ["model.position=none", "model.layout=rope,none,rope"])
+    assert kept.model.position == "none"
+    assert ModelConfig(heads="t5:2+none:2").position == "t5"
+    assert ModelConfig(position="alibi", nope_every=3).position == "alibi"  # not overridden
+
+
+def test_a_sweep_over_position_under_a_layout_is_refused_or_one_run(tmp_path):
+    """A position grid over a base layout trains no bit-identical models under other labels:
+    a scheme the layout does not run stops the sweep in one line, the default and the scheme it
+    runs are one run (the other an alias)."""
+    sweep = tmp_path / "sweep.yaml"
+    base = {"model": {"layout": "rope,rope,rope"}}
+    grid = {"model.position": ["rope", "alibi", "none"], "seed": [0]}
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "base": base, "grid": grid}, sweep)
+    with pytest.raises(ConfigError, match="model.position='alibi' is not run by model.layout"):
+        expand(load_sweep(sweep))
+    base = {"model": {"layout": "none,none,none"}}
+    grid = {"model.position": ["rope", "none"], "seed": [0]}
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "base": base, "grid": grid}, sweep)
+    specs = expand(load_sweep(sweep))
+    assert [s.name for s in specs] == ["rope-seed0"]
+    assert specs[0].aliases == ["none-seed0 = rope-seed0"]
+    assert load_config(None, specs[0].overrides).model.position == "none"
+
+
+def test_the_hybrids_sweep_keeps_its_committed_labels():
+    """docs/results/hybrids.md: every layout's position as published (none for none*4, rope
+    for the others), with its when block and without it."""
+    for when in (True, False):
+        sweep = load_sweep(CONFIGS / "hybrids.yaml")
+        if not when:
+            sweep.when = {}
+        positions = {}
+        for spec in expand(sweep):
+            config = load_config(None, spec.overrides)
+            positions[config.model.layout] = config.model.position
+        assert positions == {
+            "rope,rope,rope,rope": "rope",
+            "none,none,none,none": "none",
+            "rope,rope,rope,none": "rope",
+            "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2": "rope",
+            "rope@8,rope@8,rope@8,none": "rope",
+        }
+
+
 def test_layout_keys_are_grid_axes(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     grid = {"model.layout": ["rope,rope,none", "alibi:2+none:2,rope,rope"], "model.window": [4]}
@@ -303,6 +405,18 @@ def test_bad_layouts_stop_in_one_line(override, message):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("key", ["model.layout=ROPE,rope,rope", "model.heads=ROPE:2+none:2"])
+def test_an_unknown_layout_scheme_names_its_own_key_not_model_position(key):
+    """The registry's message names ``model.position``; a layout entry's must name its key."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [key])
+    message = str(error.value)
+    name = key.partition("=")[0]
+    assert message.startswith(f"{name} entry 'ROPE")
+    assert "'ROPE' is not a known scheme; choose one of none, learned, sinusoidal, rope" in message
+    assert "model.position" not in message and "\n" not in message
+
+
 def test_layout_with_heads_or_nope_every_is_refused():
     with pytest.raises(ValueError, match="model.layout and model.heads are both given"):
         ModelConfig(layout="rope,rope,rope", heads="rope:2+none:2")
@@ -317,3 +431,11 @@ def test_evaluation_options_reach_the_member_that_is_model_position():
     idx = tokens(12)
     assert not torch.equal(other(idx), model(idx))
     assert torch.equal(other.at_evaluation({"theta": 10000.0})(idx), model(idx))
+
+
+def test_train_prints_the_layout_the_model_runs(capsys):
+    """``train.py model.layout=...`` names the layout, not a ``model.position`` it overrides."""
+    import train
+
+    train.print_start(load_config(None, ["model.layout=none,rope,rope", "run_dir=somewhere"]))
+    assert capsys.readouterr().out.startswith("somewhere: none,rope*2 on svo, ")

@@ -66,6 +66,7 @@ __all__ = [
     "check_finite",
     "check_lengths",
     "check_overrides",
+    "check_randomized_eval",
     "check_range",
     "config_from_dict",
     "config_to_dict",
@@ -160,6 +161,39 @@ class Config:
                 f"{key}={limit} is shorter than the longest training sequence "
                 f"({tokens} tokens at data.train_max_length={longest}); set {key} >= {tokens}"
             )
+        check_randomized_eval(self, limit)
+
+
+def check_randomized_eval(config: Config, limit: int | None) -> None:
+    """With ``model.randomized_eval``, every evaluated sequence draws its positions from
+    ``[0, model.randomized_positions)``, so that range must hold the longest sequence the run
+    evaluates within the scheme's ``limit``: the periodic evaluation's 4x (every resume runs
+    it) and ``eval.py``'s longest length (``eval.lengths`` or ``eval.max_length_factor``).
+
+    Raises:
+        ConfigError: one line naming both values and the length needed.
+    """
+    model, data, evaluation = config.model, config.data, config.eval
+    if not model.randomized_eval:
+        return
+    task, longest = data.build_task(), data.train_max_length
+    asked = {f"the periodic evaluation at 4x data.train_max_length={longest}": 4 * longest}
+    if evaluation.lengths is not None:
+        asked[f"eval.lengths={evaluation.lengths}"] = max(evaluation.lengths)
+    else:
+        factor = f"eval.max_length_factor={evaluation.max_length_factor}"
+        asked[factor] = round(evaluation.max_length_factor * longest)
+    needs = {where: sequence_tokens(task, length) for where, length in asked.items()}
+    needs = {k: v for k, v in needs.items() if limit is None or v <= limit}  # others are skipped
+    where, tokens = max(needs.items(), key=lambda item: item[1], default=("", 0))
+    if model.randomized_positions < tokens:
+        raise ConfigError(
+            f"model.randomized_eval=true with model.randomized_positions="
+            f"{model.randomized_positions} is too few positions: {where} evaluates sequences of "
+            f"{tokens} tokens, each needing as many distinct positions; give "
+            f"model.randomized_positions >= {tokens} (at most {MAX_RANDOMIZED_POSITIONS}) or "
+            "model.randomized_eval=false"
+        )
 
 
 def load_config(
@@ -219,14 +253,17 @@ def check_evaluable(config: Config, where: str = "") -> None:
     """Check ``config.eval.position_options`` against the run's position scheme: only options
     the scheme marks evaluable, each with a valid value (:meth:`model.ModelConfig.at_evaluation`).
     ``train.py`` checks it before training, a sweep before any run and ``eval.py`` before any
-    evaluation, so no run is saved with evaluation settings that its evaluation refuses.
+    evaluation, so no run is saved with evaluation settings that its evaluation refuses; a
+    ``randomized_eval=true`` given there needs as many positions as :func:`check_randomized_eval`.
 
     Raises:
         ConfigError: one line naming the option and the scheme's evaluable ones (after
             ``where: `` when ``where`` is given).
     """
     try:
-        config.model.at_evaluation(config.eval.position_options)
+        evaluated = config.model.at_evaluation(config.eval.position_options)
+        if evaluated.randomized_eval and not config.model.randomized_eval:
+            replace(config, model=evaluated)  # its checks: enough positions to evaluate on
     except ValueError as error:
         raise ConfigError(f"{where}: {error}" if where else str(error)) from None
 
