@@ -5,6 +5,7 @@ stop where the uninterrupted one does, with each TensorBoard point once."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from dataclasses import replace
@@ -104,7 +105,8 @@ def test_a_clear_cut_short_leaves_a_folder_that_can_be_cleared_again(
     deleted first (alphabetical), leaving events or reports that neither a fresh start nor
     ``--overwrite`` would touch."""
     train(tiny_config(tmp_path))
-    (tmp_path / "eval.json").write_text("{}")
+    envelope = {"schema_version": 4, "run_dir": str(tmp_path), "config": {}, "lengths": []}
+    (tmp_path / "eval.json").write_text(json.dumps(envelope))  # one the project wrote
     real_unlink = Path.unlink
 
     def unlink(path: Path, missing_ok: bool = False) -> None:
