@@ -501,8 +501,9 @@ def test_randomized_eval_with_too_few_positions_is_refused_before_training(tmp_p
     an ``L`` below the periodic 4x evaluation killed the run at its first periodic evaluation
     (and every resume). The bound is exact: one position fewer is refused in one line, the
     bound itself trains through a periodic evaluation at every step."""
-    from lab.training.trainer import train
     from conftest import TINY_RUN
+
+    from lab.training.trainer import train
 
     tiny = [*TINY_RUN, "train.steps=2", "train.warmup_steps=0", "train.eval_every=1"]
     needed = sequence_tokens(build_task("copy"), 16)  # 4x data.train_max_length=4
