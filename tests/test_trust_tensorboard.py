@@ -21,8 +21,8 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
-from lab.common.checkpoint import events_folder
 from lab.common.config import load_config, save_config
+from lab.common.events_place import events_folder, runs_root
 from lab.evaluation.tensorboard import write_tensorboard
 from lab.reporting.sweep_tensorboard import (
     AUTO_SELECTED,
@@ -30,7 +30,7 @@ from lab.reporting.sweep_tensorboard import (
     tensorboard_url,
     write_sweep_tensorboard,
 )
-from lab.sweeps.sweep import expand, load_sweep, runs_root
+from lab.sweeps.sweep import expand, load_sweep
 from lab.training.run_logs import HEADLINE, write_hparams
 
 ABLATION = Path(__file__).parents[1] / "configs" / "ablation.yaml"
@@ -183,7 +183,9 @@ def test_a_sweep_writes_fewer_runs_than_tensorboard_selects(tmp_path: Path, seed
         config = load_config(None, spec.overrides)
         Path(config.run_dir).mkdir(parents=True)
         save_config(config, Path(config.run_dir) / "config.yaml")  # as the training does
-        with SummaryWriter(str(events_folder(config.run_dir, config.log_dir))) as writer:
+        with SummaryWriter(
+            str(events_folder(config.run_dir, config.log_dir, config.data.task))
+        ) as writer:
             writer.add_scalar(f"compare/{config.data.task}/exact_match_in_dist", 0.5, 100)
         result = copy.deepcopy(committed[(config.model.position, config.data.task)])
         results.append(result | {"seed": config.seed, "run_dir": config.run_dir})

@@ -6,7 +6,6 @@ Also what a run folder holds, so that ``--overwrite`` deletes only what the proj
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shlex
 from pathlib import Path
@@ -16,6 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
+from lab.common.events_place import events_folder
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
@@ -27,6 +27,7 @@ from lab.common.outputs import (
     is_ours,
 )
 from lab.common.runlock import LOCK_NAME
+from lab.common.sections import ConfigError
 
 RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, EVENTS)
 """Files (glob patterns) that the training writes into a run folder and that are the project's
@@ -44,24 +45,23 @@ def checkpoint_path(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_NAME
 
 
-def events_folder(run_dir: str | Path, log_dir: str = "") -> Path:
-    """The folder of a run's TensorBoard events: ``run_dir`` itself, or its ``log_dir``
-    (:class:`lab.common.config.Config`; relative to ``run_dir``, ``..`` taken lexically so that
-    a linked parent folder is not left by its ``..``)."""
-    if not log_dir:
-        return Path(run_dir)
-    return Path(os.path.normpath(Path(run_dir) / log_dir))
-
-
 def saved_events_folder(run_dir: str | Path) -> Path:
-    """:func:`events_folder` of the run in ``run_dir`` as its ``config.yaml`` says (``run_dir``
-    itself when the file is missing, unreadable or names no ``log_dir``)."""
+    """:func:`lab.common.events_place.events_folder` of the run in ``run_dir`` as its
+    ``config.yaml`` says (``run_dir`` itself when the file is missing, unreadable, or names no
+    ``log_dir`` or one that is not allowed)."""
     try:
         saved = OmegaConf.to_container(OmegaConf.load(Path(run_dir) / CONFIG_NAME))
     except Exception:  # missing, not YAML (errors come from several libraries)
         return Path(run_dir)
-    log_dir = saved.get("log_dir") if isinstance(saved, dict) else None
-    return events_folder(run_dir, log_dir if isinstance(log_dir, str) else "")
+    if not isinstance(saved, dict):
+        return Path(run_dir)
+    log_dir, data = saved.get("log_dir"), saved.get("data")
+    task = data.get("task") if isinstance(data, dict) else None
+    try:
+        given = log_dir if isinstance(log_dir, str) else ""
+        return events_folder(run_dir, given, task) if isinstance(task, str) else Path(run_dir)
+    except ConfigError:
+        return Path(run_dir)
 
 
 def event_files(folder: str | Path) -> list[Path]:

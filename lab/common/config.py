@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import available_tasks, task_class
+from lab.common.events_place import normalized_log_dir
 from lab.common.files import atomic_write
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
@@ -97,12 +98,10 @@ class Config:
             runs in ``auto`` (bf16 on CUDA, float32 elsewhere) whatever this setting.
         compile: wrap the model in ``torch.compile`` (lengths marked dynamic).
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
-        log_dir: folder of the run's TensorBoard events instead of ``run_dir`` (empty: in
-            ``run_dir``); a relative path is relative to ``run_dir``, so a run folder moved
-            with it keeps its events. A folder of this run's own: a fresh start or
-            ``--overwrite`` clears the event files in it (``--resume`` keeps them). A sweep
-            sets it to keep its TensorBoard runs apart (:func:`lab.sweeps.sweep.runs_root`);
-            :func:`lab.common.checkpoint.events_folder`.
+        log_dir: where the run's TensorBoard events go: ``""`` (in ``run_dir``) or ``sweep``
+            (``PARENT-runs/TASK/NAME`` beside the folder holding ``run_dir=PARENT/NAME``, as a
+            sweep sets it); :mod:`lab.common.events_place`. A fresh start or ``--overwrite``
+            clears the event files there (``--resume`` keeps them).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -131,6 +130,7 @@ class Config:
         if not self.run_dir:
             raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
         self.data = self.data.resolved()  # here, not in DataConfig: its defaults stay null
+        self.log_dir = normalized_log_dir(self.log_dir, self.run_dir, self.data.task)
         task = self.data.build_task()
         longest = self.data.train_max_length
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens

@@ -27,7 +27,6 @@ from lab.common.checkpoint import (
     CHECKPOINT_NAME,
     checkpoint_digest,
     checkpoint_path,
-    events_folder,
     load_checkpoint,
     load_model_state,
 )
@@ -40,6 +39,7 @@ from lab.common.config import (
     config_from_dict,
     config_to_dict,
 )
+from lab.common.events_place import check_run_events, events_folder
 from lab.common.files import linked_below, safe_folder
 from lab.common.machine import machine_info
 from lab.common.runtime import compute_dtype, resolve_device
@@ -545,6 +545,8 @@ def evaluate_run(
     digest = checkpoint_digest(run_dir)
     config, model, state = load_run(run_dir, device)
     check_corpus(config, state, "evaluate")
+    events = evaluation_events_folder(run_dir, config, destination)
+    check_events_destination(events, run_dir, config)  # before the work, and eval.json
     model = model.at_evaluation((eval_config or config.eval).position_options)
     result = evaluate_model(model, config, eval_config, progress)
     add_training_record(result, config, state)
@@ -557,30 +559,49 @@ def evaluate_run(
         "sha256": digest,
     }
     safe_folder(destination, root)  # created only now, when a file goes into it
-    write_eval_json(result, destination)
-    events = evaluation_events_folder(run_dir, config.log_dir, destination)
     if events != destination:
-        safe_folder(events, events_folder(run_dir, config.log_dir))
+        check_run_events(run_dir, config.log_dir, claim=True)
+        safe_folder(events, events_folder(run_dir, config.log_dir, config.data.task))
+    write_eval_json(result, destination)
     write_tensorboard(result, events)
     if result.get("passkey"):
         write_heatmap(result, destination)
     return result
 
 
-def evaluation_events_folder(run_dir: str | Path, log_dir: str, destination: str | Path) -> Path:
-    """Where an evaluation written to ``destination`` puts its TensorBoard events: with a
-    ``log_dir`` (:func:`lab.common.checkpoint.events_folder`), ``destination``'s place below the
-    run folder taken below ``log_dir`` (``RUN/evaluations/LABEL`` ->
-    ``LOG_DIR/evaluations/LABEL``); else, or for a ``destination`` outside the run folder
+def evaluation_events_folder(run_dir: str | Path, config: Config, destination: str | Path) -> Path:
+    """Where an evaluation written to ``destination`` puts its TensorBoard events: for a run
+    with ``log_dir=sweep`` (:func:`lab.common.events_place.events_folder`), ``destination``'s
+    place below the run folder taken below the run's events folder (``RUN/evaluations/LABEL``
+    -> ``EVENTS/evaluations/LABEL``); else, or for a ``destination`` outside the run folder
     (``eval.py RUN --out DIR``), ``destination`` itself."""
     destination = Path(destination)
-    if not log_dir:
+    if not config.log_dir:
         return destination
     try:
         below = destination.relative_to(run_dir)
     except ValueError:
         return destination
-    return events_folder(run_dir, log_dir) / below
+    return events_folder(run_dir, config.log_dir, config.data.task) / below
+
+
+def check_events_destination(events: Path, run_dir: str | Path, config: Config) -> None:
+    """Refuse an evaluation whose TensorBoard events cannot be written to ``events``: a file
+    stands on its way, or the sweep's events folder is not the run's own
+    (:func:`lab.common.events_place.check_run_events`).
+
+    Raises:
+        OSError: one line naming the file or folder (nothing was written).
+    """
+    check_run_events(run_dir, config.log_dir)
+    for folder in (events, *events.parents):
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(
+                f"{str(folder)!r} is a file; the evaluation writes its TensorBoard events "
+                f"into {str(events)!r} (nothing was written)"
+            )
+        if folder.exists():
+            return
 
 
 def checked_destination(

@@ -16,15 +16,16 @@
   the runs hold diagnostics), which no smoothing slider changes.
 
 These are the only runs below ``OUT_DIR`` (the runs' own events are beside it,
-:func:`lab.sweeps.sweep.runs_root`): as many as schemes plus one, however many tasks and seeds,
-so TensorBoard's Scalars, Custom Scalars and Images tabs select them all when they open (those
-tabs select no run when there are more than :data:`AUTO_SELECTED`). :func:`tensorboard_url`
-gives a link that opens the Time Series tab on them with smoothing 0.
+:func:`lab.common.events_place.runs_root`): as many as schemes plus one, however many tasks and
+seeds, so TensorBoard's Scalars, Custom Scalars and Images tabs select them all when they open
+(those tabs select no run when there are more than :data:`AUTO_SELECTED`).
+:func:`tensorboard_url` gives a link that opens the Time Series tab on them with smoothing 0.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -147,10 +148,17 @@ def mean_validation(runs: list[Result], task: str) -> dict[str, dict[int, float]
 def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
     """Leaf -> {step: value} of the ``compare/TASK/LEAF`` scalars of the run in ``run_dir``,
     read from its events folder (:func:`lab.common.checkpoint.saved_events_folder`: its
-    ``log_dir``, or the folder itself); empty when there is no such folder."""
+    ``log_dir``, or the folder itself); empty when there is no such folder (with a warning
+    when a file stands in its place)."""
     if not run_dir or not Path(run_dir).is_dir():
         return {}
     folder = saved_events_folder(run_dir)
+    if folder.exists() and not folder.is_dir():
+        print(
+            f"warning: {run_dir}: its TensorBoard events folder {str(folder)!r} is a file; its "
+            "curves are left out of the mean run",
+            file=sys.stderr,
+        )
     if not folder.is_dir():
         return {}
     events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 1}).Reload()

@@ -8,10 +8,10 @@ A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
     when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
 
 Runs go to ``OUT_DIR/NAME/``; their TensorBoard events to ``OUT_DIR-runs/TASK/NAME/`` (each
-run's ``log_dir``, :func:`runs_root`), so that ``tensorboard --logdir OUT_DIR`` lists only the
-sweep's comparison (:mod:`lab.reporting.sweep_tensorboard`: a run per scheme and the figures),
-few enough runs for TensorBoard to show them all at once, however many seeds. A run trained
-before this layout keeps its events in its own folder.
+run's ``log_dir=sweep``, :mod:`lab.common.events_place`), so that ``tensorboard --logdir
+OUT_DIR`` lists only the sweep's comparison (:mod:`lab.reporting.sweep_tensorboard`: a run per
+scheme and the figures), few enough runs for TensorBoard to show them all at once, however many
+seeds. A run trained before this layout keeps its events in its own folder.
 
 Runs that already finished (checkpoint marked finished and an ``eval.json`` computed from that
 very checkpoint) are skipped; an unfinished one resumes from its checkpoint. A failing run is
@@ -33,7 +33,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from lab.common.config import (
     load_yaml,
     with_overrides,
 )
+from lab.common.events_place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import SWEEP_JSON, output_problem
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
@@ -70,7 +70,7 @@ class Sweep:
 
     Attributes:
         out_dir: folder of the runs, the report and the sweep's TensorBoard runs (the runs'
-            own TensorBoard events go to :func:`runs_root`).
+            own TensorBoard events go to :func:`lab.common.events_place.runs_root`).
         base: dotted ``key=value`` overrides shared by every run.
         grid: dotted key -> values; every combination is one run.
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
@@ -327,48 +327,9 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
         *sweep.command_line,
         *(f"{k}={text(v)}" for k, v in trained.items()),
     ]
-    overrides.append(f"log_dir={log_dir(sweep.out_dir, _task_of(given), name)}")
+    overrides.append(f"log_dir={SWEEP}")
     overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
     return name, label, overrides, at_eval
-
-
-RUNS_SUFFIX = "-runs"
-"""Suffix of the folder beside ``out_dir`` that holds the runs' own TensorBoard events."""
-
-
-def runs_root(out_dir: str | Path) -> str:
-    """The folder of the TensorBoard events of a sweep's runs: ``OUT_DIR-runs`` beside
-    ``out_dir`` (``runs/ablation`` -> ``runs/ablation-runs``), one subfolder per task, one run
-    folder below it (``runs/ablation-runs/svo/rope-svo-seed0``).
-
-    Beside, not below: TensorBoard lists every folder below the one it opens that holds event
-    files as a run, and its Scalars, Custom Scalars and Images tabs select no run at all when
-    there are more than 40 (a default ablation with 6 seeds has 60). So ``tensorboard --logdir
-    OUT_DIR`` opens on the comparison alone (:mod:`lab.reporting.sweep_tensorboard`), and
-    ``--logdir OUT_DIR-runs/TASK`` on the runs of one task.
-
-    Raises:
-        ConfigError: an ``out_dir`` with no name of its own (``/``).
-    """
-    folder = os.path.normpath(str(out_dir))
-    if os.path.basename(folder) in ("", ".", ".."):
-        folder = os.path.normpath(os.path.abspath(folder))
-    if not os.path.basename(folder):
-        raise ConfigError(f"out_dir={str(out_dir)!r} has no folder name; give a folder below it")
-    return folder + RUNS_SUFFIX
-
-
-def log_dir(out_dir: str | Path, task: str, name: str) -> str:
-    """The ``log_dir`` of run ``name`` of ``task`` (:func:`runs_root`), relative to its run
-    folder ``OUT_DIR/NAME`` (``../../ablation-runs/svo/rope-svo-seed0``), so that the two stay
-    together when the folder holding both moves."""
-    target = os.path.join(runs_root(out_dir), _task_folder(task), name)
-    return os.path.relpath(target, os.path.join(str(out_dir), name))
-
-
-def _task_folder(task: str) -> str:
-    """A folder name for ``task`` (a registered task's name is one already)."""
-    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", task).strip("._") or "task"
 
 
 def run_identity(config: Config) -> str:
@@ -506,7 +467,7 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
     Raises:
         OSError: one line naming the link.
     """
-    from lab.common.checkpoint import events_folder
+    from lab.common.events_place import events_folder
 
     link = linked_below(config.run_dir, out_dir)
     if link is not None:
@@ -514,7 +475,7 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
             f"refusing to write into {str(link)!r}: it is a symbolic link; a sweep writes "
             f"only below out_dir={out_dir!r} (remove or rename the link)"
         )
-    events = os.path.abspath(events_folder(config.run_dir, config.log_dir))
+    events = os.path.abspath(events_folder(config.run_dir, config.log_dir, config.data.task))
     link = linked_below(events, events_root)
     if link is not None:
         raise OSError(
@@ -548,10 +509,10 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     from lab.reporting.report import REPORT_NAMES
     from lab.reporting.sweep_tensorboard import SWEEP_RUNS
 
+    events_root = os.path.abspath(runs_root(sweep.out_dir))
+    check_events_root(events_root, sweep.out_dir)  # before out_dir is created
     writable_folder(sweep.out_dir)
     check_not_folders(sweep.out_dir, [*REPORT_NAMES, SWEEP_JSON])
-    events_root = os.path.abspath(runs_root(sweep.out_dir))
-    writable_folder(events_root)
     for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
         link = linked_below(Path(sweep.out_dir) / SWEEP_RUNS / sub, sweep.out_dir)
         if link is not None or (Path(sweep.out_dir) / SWEEP_RUNS).is_file():
@@ -578,6 +539,8 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
         )
     for spec in stale:
         spec.overwrite = True
+    claim_events_root(events_root, sweep.out_dir)  # every check passed
+    writable_folder(events_root)
 
 
 def run_one(

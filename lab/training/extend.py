@@ -47,7 +47,6 @@ from lab.common.checkpoint import (
     checkpoint_path,
     clear_events,
     clear_run,
-    events_folder,
     load_checkpoint,
     load_model_state,
     nested_run_problem,
@@ -60,6 +59,7 @@ from lab.common.config import (
     config_from_dict,
     with_overrides,
 )
+from lab.common.events_place import check_run_events, events_folder
 from lab.common.outputs import output_problem
 from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
@@ -287,7 +287,8 @@ def seed_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> 
             if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
                 clear_run(run_dir)
             if child.log_dir:  # events of an earlier child left in its own log_dir
-                clear_events(events_folder(run_dir, child.log_dir))
+                check_run_events(run_dir, child.log_dir, claim=True)
+                clear_events(events_folder(run_dir, child.log_dir, child.data.task))
             run = start_run(child, None, torch.device("cpu"))
             load_model_state(run.model, state["model"], parent_dir)
             run.history = [{"step": 0, "parent": record}]
@@ -309,7 +310,7 @@ def save_with_parent_tensorboard(run: Any, child: Config, record: dict[str, Any]
         run.save()
     except BaseException:
         if not checkpoint_path(child.run_dir).is_file():
-            clear_events(events_folder(child.run_dir, child.log_dir))
+            clear_events(events_folder(child.run_dir, child.log_dir, child.data.task))
         raise
 
 
@@ -331,7 +332,7 @@ def write_parent_tensorboard(child: Config, record: dict[str, Any]) -> None:
     shown = hparams(child) | {"seed": str(child.seed), "parent": record["run"]}
     shown |= {"parent_step": record["step"], "parent_sha256": record["sha256"][:16]}
     experiment, start, end = hparams_summary(shown, dict.fromkeys(HEADLINE, 0.0))
-    writer = SummaryWriter(str(events_folder(child.run_dir, child.log_dir)))
+    writer = SummaryWriter(str(events_folder(child.run_dir, child.log_dir, child.data.task)))
     try:
         for summary in (mark_axes(experiment), start, end):
             writer.file_writer.add_summary(summary, 0)

@@ -19,10 +19,10 @@ What survives what:
 - Events of steps after the checkpoint a run resumes from are dropped (``purge_step``, and
   removed from the event files: :func:`lab.common.event_files.drop_events_after`), and a fresh
   start clears the files of a run stopped before its first checkpoint (and every event file in
-  a ``log_dir`` apart from the run folder, :func:`lab.common.checkpoint.clear_events`), so every
-  step is in the event files once. The events go to
-  :func:`lab.common.checkpoint.events_folder` (the run folder unless ``log_dir`` is set, as a
-  sweep does).
+  the sweep's events folder of a ``log_dir=sweep`` run, :func:`lab.common.checkpoint.clear_events`),
+  so every step is in the event files once. The events go to
+  :func:`lab.common.events_place.events_folder` (the run folder unless ``log_dir=sweep``, as a
+  sweep sets it).
 - On resume, the config must equal the saved config except for
   :data:`lab.common.config.RESUME_KEYS` (see :func:`lab.training.resume.resume_config`); a
   change is saved into ``config.yaml`` and the checkpoint, and listed in the checkpoint's
@@ -53,13 +53,13 @@ from lab.common.checkpoint import (
     check_trainer_paths,
     clear_events,
     clear_run,
-    events_folder,
     find_checkpoint,
     load_checkpoint,
     remove_partial_writes,
 )
 from lab.common.config import Config, ConfigError, save_config
 from lab.common.event_files import drop_events_after
+from lab.common.events_place import check_run_events, events_folder
 from lab.common.runlock import run_lock
 from lab.common.runtime import (
     Interrupt,
@@ -192,7 +192,7 @@ def prepare_run(
         See :func:`train`.
     """
     run_dir = Path(config.run_dir)
-    events = events_folder(run_dir, config.log_dir)
+    events = events_folder(run_dir, config.log_dir, config.data.task)
     task = config.data.build_task()
     if task.language_model:  # the evaluation's own checks, so a finished run can be evaluated
         lm_plan(config, config.eval, task)
@@ -203,12 +203,14 @@ def prepare_run(
                 f"log_dir={config.log_dir!r} is {str(events)!r}, not a folder; the run writes "
                 "its TensorBoard events there (nothing was deleted or trained)"
             )
+        check_run_events(run_dir, config.log_dir)
     leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
     state = load_checkpoint(run_dir, device) if resume else None
     run = start_run(config, state, device, group)
     if group.is_main:
         if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
             clear_run(run_dir)
+        check_run_events(run_dir, config.log_dir, claim=True)
         if state is None and config.log_dir:  # nor with the events of an earlier run
             clear_events(events)  # left in its own log_dir (the run folder was gone)
         remove_partial_writes(run_dir)
@@ -275,7 +277,7 @@ def open_loop(run: Run, device: torch.device) -> Loop:
     ``run.step`` purged, the chart layout written) and the progress bar."""
     config, t, group = run.config, run.config.train, run.group
     run_dir = Path(config.run_dir)
-    events = events_folder(run_dir, config.log_dir)
+    events = events_folder(run_dir, config.log_dir, config.data.task)
     task = config.data.build_task()
     compiled = group.wrap(run.model, device)
     compiled = torch.compile(compiled, dynamic=True) if config.compile else compiled
