@@ -198,3 +198,13 @@ def test_a_mean_run_says_when_a_runs_events_folder_is_a_file(trained, tmp_path, 
     assert read_scalars(str(run), "copy") == {}
     assert "is a file; its curves are left out of the mean run" in capsys.readouterr().err
     assert read_scalars(str(trained / run.name), "copy")  # the original has its curves
+
+
+def test_overwrite_into_the_run_folder_clears_the_events_it_left_in_the_sweeps_folder(tmp_path):
+    run = tmp_path / "s" / "r"
+    old = tmp_path / "s-runs" / "copy" / "r"
+    assert train_cli.main([*TINY_TRAIN, f"run_dir={run}", "log_dir=sweep"]) == 0
+    assert list(old.glob("events.out.tfevents.*")) and not list(run.glob("events.out.*"))
+    assert train_cli.main([*TINY_TRAIN, f"run_dir={run}", "--overwrite"]) == 0
+    assert not list(old.glob("events.out.tfevents.*"))
+    assert list(run.glob("events.out.tfevents.*"))

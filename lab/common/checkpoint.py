@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
-from lab.common.events_place import events_folder
+from lab.common.events_place import MARKER, events_folder
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
@@ -296,7 +296,9 @@ def run_files(run_dir: str | Path) -> list[Path]:
 
 def clear_run(run_dir: str | Path) -> list[Path]:
     """Delete the files the project wrote into a run folder (:func:`run_files`), then the
-    folders of :data:`RUN_FOLDERS` left empty; every other file and folder stays. Everything
+    folders of :data:`RUN_FOLDERS` left empty, and the event files of the run's events folder
+    in its sweep's ``-runs`` folder when its ``config.yaml`` names one and that folder is
+    claimed (:mod:`lab.common.events_place`); every other file and folder stays. Everything
     is checked before anything is deleted: the folder must provably hold a run
     (:func:`is_run`) and be writable.
 
@@ -325,9 +327,12 @@ def clear_run(run_dir: str | Path) -> list[Path]:
         # one that holds a config.yaml alone; either may be started or cleared again
         return path == run_dir / CONFIG_NAME, path.parent == run_dir and path.match(EVENTS)
 
+    elsewhere = saved_events_folder(run_dir)  # read before config.yaml goes
     doomed = sorted(run_files(run_dir), key=last_the_proof)
     for path in doomed:
         path.unlink(missing_ok=True)
+    if elsewhere != run_dir and (elsewhere.parents[1] / MARKER).is_file():
+        doomed += clear_events(elsewhere)  # its sweep's events folder, claimed by the sweep
     for folder in (run_dir / name for name in RUN_FOLDERS):
         if folder.is_dir() and not folder.is_symlink():
             for sub in sorted(folder.rglob("*"), key=lambda p: -len(p.parts)):
