@@ -634,7 +634,7 @@ def test_a_full_disk_during_evals_tensorboard_write_is_one_line_and_no_torn_file
         )
         in err
     )
-    assert err.endswith("; the earlier TensorBoard events of this evaluation are kept")
+    assert err.endswith(f"; the earlier TensorBoard events of {str(run)!r} are kept")
     after = {p.name: p.read_bytes() for p in run.glob(f"events.out.tfevents.*{suffix}")}
     assert after == before  # no truncated file, the earlier one intact
     assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]  # no temporary file

@@ -236,3 +236,29 @@ def test_an_evaluation_logs_unsmoothable_names_a_figure_and_reached_target(tmp_p
     (image,) = acc.Images("figures/accuracy_vs_length")
     assert image.encoded_image_string[:4] == b"\x89PNG" and image.step == result["train_steps"]
     assert acc.Scalars("headline/reached_target")[0].value == 0.0
+
+
+def test_a_full_disk_while_the_report_writes_its_tensorboard_runs_is_one_line(
+    sweep, monkeypatch: pytest.MonkeyPatch
+):
+    """The mean runs and the figures run are written whole or not at all: a full disk is one
+    ``OSError`` line naming the file (no writer-thread traceback), and no torn event file."""
+    import errno
+
+    import lab.common.event_files
+
+    out, results = sweep
+    real = lab.common.event_files.atomic_writer
+
+    def full_disk(path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lab.common.event_files, "atomic_writer", full_disk)
+    with pytest.raises(OSError) as error:
+        write_sweep_tensorboard(results, out)
+    assert error.value.errno == errno.ENOSPC and "\n" not in str(error.value)
+    assert "cannot write" in str(error.value) and "_sweep" in str(error.value)
+    assert not list((out / "_sweep").rglob("events.out.tfevents.*"))
+    monkeypatch.setattr(lab.common.event_files, "atomic_writer", real)
+    root = write_sweep_tensorboard(results, out)  # room again: every run written
+    assert len(list(root.rglob(f"*{SUFFIX}"))) == 4

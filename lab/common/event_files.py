@@ -104,6 +104,12 @@ class EventLog:
 
         self._add(image(tag, figure_to_image(figure, close), dataformats="CHW"), step)
 
+    def add_text(self, tag: str, text: str, step: int = 0) -> None:
+        """A markdown ``text`` of ``tag`` at ``step`` (``SummaryWriter.add_text``)."""
+        from torch.utils.tensorboard.summary import text as text_summary
+
+        self._add(text_summary(tag, text), step)
+
     def add_custom_scalars(self, layout: dict[str, dict[str, list]]) -> None:
         """The Custom Scalars ``layout`` (``SummaryWriter.add_custom_scalars``)."""
         from torch.utils.tensorboard.summary import custom_scalars
@@ -141,7 +147,7 @@ class EventLog:
             raise OSError(
                 error.errno,
                 f"{error.strerror or error}: cannot write {str(path)!r}; the earlier "
-                "TensorBoard events of this evaluation are kept",
+                f"TensorBoard events of {str(folder)!r} are kept",
             ) from None
         for old in folder.glob(f"events.out.tfevents.*{suffix}"):
             if old != path and not old.is_dir():

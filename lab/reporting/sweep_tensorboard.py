@@ -31,9 +31,9 @@ from typing import Any
 from urllib.parse import quote
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from torch.utils.tensorboard import SummaryWriter
 
 from lab.common.checkpoint import saved_events_folder
+from lab.common.event_files import EventLog
 from lab.common.files import safe_folder
 from lab.common.tb_tags import LENGTH_CURVES
 from lab.diagnostics.figures import attention_figure
@@ -83,12 +83,13 @@ def write_sweep_tensorboard(results: list[Result], out_dir: str | Path) -> Path:
     folders = {label: root / "mean" / folder_name(label, used) for label in schemes}
     for folder in [root / "figures", *folders.values()]:
         safe_folder(folder, out_dir)
-    with SummaryWriter(str(root / "figures"), filename_suffix=SUFFIX) as writer:
-        writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
-        writer.add_figure("sweep/learning_speed", learning_speed_figure(results), 0)
-        writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
-        if diagnosed(results):
-            writer.add_figure("sweep/attention_vs_length", attention_figure(diagnosed(results)), 0)
+    writer = EventLog()  # written whole or not at all: a full disk is one line, no thread
+    writer.add_figure("sweep/accuracy_vs_length", plot_accuracy_vs_length(results, None), 0)
+    writer.add_figure("sweep/learning_speed", learning_speed_figure(results), 0)
+    writer.add_figure("sweep/order_sensitivity", order_sensitivity_figure(results), 0)
+    if diagnosed(results):
+        writer.add_figure("sweep/attention_vs_length", attention_figure(diagnosed(results)), 0)
+    writer.write(root / "figures", SUFFIX)
     for label, by_task in schemes.items():
         write_mean_run(label, by_task, folders[label], out_dir)
     return root
@@ -183,36 +184,36 @@ def write_mean_run(
     ``about/TASK`` naming the runs it averages and those it left out, and the Custom Scalars
     group ``task TASK: mean over seeds``."""
     layout = {}
-    with SummaryWriter(str(folder), filename_suffix=SUFFIX) as writer:
-        for task, runs in by_task.items():
-            learned = learned_only(runs)
-            used = learned or runs
-            curves = mean_validation(used, task) | mean_by_length(used)
-            for leaf, points in curves.items():
-                for step, value in points.items():
-                    writer.add_scalar(mean_tag(task, leaf), value, step)
-            left_out = [r for r in runs if r not in used]
-            note = (
-                f"**{label}** on **{task}**: mean of {len(used)} run(s): "
-                + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
-                + ("" if learned else " (none learned: the mean of every run)")
-                + "".join(
-                    f"; left out as not learned: `{run_label(r, out_dir)}` "
-                    f"({not_learned_reason(r)})"
-                    for r in left_out
-                )
-                + "."
+    writer = EventLog()
+    for task, runs in by_task.items():
+        learned = learned_only(runs)
+        used = learned or runs
+        curves = mean_validation(used, task) | mean_by_length(used)
+        for leaf, points in curves.items():
+            for step, value in points.items():
+                writer.add_scalar(mean_tag(task, leaf), value, step)
+        left_out = [r for r in runs if r not in used]
+        note = (
+            f"**{label}** on **{task}**: mean of {len(used)} run(s): "
+            + ", ".join(f"`{run_label(r, out_dir)}`" for r in used)
+            + ("" if learned else " (none learned: the mean of every run)")
+            + "".join(
+                f"; left out as not learned: `{run_label(r, out_dir)}` ({not_learned_reason(r)})"
+                for r in left_out
             )
-            writer.add_text(f"about/{task}", note, 0)
-            charts = dict(COMPARE_CHARTS)
-            charts["token accuracy, x = length (eval.py; set Smoothing to 0)"] = BY_LENGTH[
-                "token_accuracy"
-            ]
-            layout[f"task {task}: mean over seeds (one line per scheme)"] = {
-                f"{task}: {title}": ["Multiline", [f"^{re.escape(mean_tag(task, leaf))}$"]]
-                for title, leaf in charts.items()
-            }
-        writer.add_custom_scalars(layout)
+            + "."
+        )
+        writer.add_text(f"about/{task}", note, 0)
+        charts = dict(COMPARE_CHARTS)
+        charts["token accuracy, x = length (eval.py; set Smoothing to 0)"] = BY_LENGTH[
+            "token_accuracy"
+        ]
+        layout[f"task {task}: mean over seeds (one line per scheme)"] = {
+            f"{task}: {title}": ["Multiline", [f"^{re.escape(mean_tag(task, leaf))}$"]]
+            for title, leaf in charts.items()
+        }
+    writer.add_custom_scalars(layout)
+    writer.write(folder, SUFFIX)
 
 
 AUTO_SELECTED = 40
