@@ -130,6 +130,13 @@ def resolve_layout(
         )
     if layout is not None:
         entries = str(layout).split(",")
+        blank = [i for i, entry in enumerate(entries) if not entry.strip()]
+        if blank:
+            raise ValueError(
+                f"model.layout={layout!r} has an empty entry (entry {blank[0]} of "
+                f"{len(entries)}); give one scheme (or head split) per layer, e.g. "
+                f"{','.join(['rope'] * n_layers)}, or null for model.position in every layer"
+            )
         if len(entries) != n_layers:
             raise ValueError(
                 f"model.layout={layout!r} has {len(entries)} entries but model.n_layers="

@@ -387,6 +387,8 @@ def test_the_examples_build_their_hybrids(name):
     [
         ("model.layout=rope,rope,nope", r"'nope' is not a known scheme; choose one of none"),
         ("model.layout=rope,none", r"has 2 entries but model.n_layers=3"),
+        ("model.layout=", r"model.layout='' has an empty entry \(entry 0 of 1\)"),
+        ("model.layout=rope,,none", r"has an empty entry \(entry 1 of 3\).*or null"),
         ("model.heads=rope:2+none:1", r"head counts sum to 3 but model.n_heads=4"),
         ("model.heads=rope:x+none", r"head count 'x' of rope is not an integer"),
         ("model.heads=rope:1+rope:3", r"names rope twice"),
