@@ -39,6 +39,7 @@ from lab.common.runtime import cpu_threads
 from lab.common.signals import exit_code, rank_prefix, run_program, signal_name
 from lab.evaluation.labels import changed_task_options
 from lab.training.distributed import is_main_process, leave_group
+from lab.training.extend import check_parent_unchanged
 from lab.training.resume import resume_config
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.trainer import train
@@ -152,6 +153,7 @@ def run_config(args: argparse.Namespace) -> Config:
     if args.resume:
         if args.config:
             raise ConfigError("--resume takes the run's saved config; drop --config")
+        check_parent_unchanged(args.resume)  # a fine-tuned child of a since-retrained parent
         return resume_config(args.resume, args.overrides)
     config = load_config(args.config, args.overrides)
     check_evaluable(config)

@@ -100,6 +100,22 @@ def test_the_parent_record_survives_a_resume(parent, tmp_path):
     assert parent_of(load_checkpoint(child_dir)) == first
 
 
+def test_resuming_a_child_of_a_since_retrained_parent_is_refused(tmp_path, capsys):
+    """``train.py --resume CHILD`` after the parent was retrained would go on from weights that
+    no longer exist: refused in one line naming both checkpoints, nothing trained."""
+    parent_dir, child_dir = tmp_path / "p", tmp_path / "c"
+    train(load_config(None, [*TINY, f"run_dir={parent_dir}"]))
+    extend(parent_dir, [*LONGER, f"run_dir={child_dir}"])
+    assert train_entry.main(["--resume", str(child_dir), "train.steps=4"]) == 0  # parent as made
+    before = checkpoint_digest(child_dir)
+    train(load_config(None, [*TINY, "seed=1", f"run_dir={parent_dir}"]), overwrite=True)
+    assert train_entry.main(["--resume", str(child_dir), "train.steps=5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: cannot resume: c was fine-tuned from a checkpoint of sha256")
+    assert checkpoint_digest(parent_dir) in err and "--extend" in err
+    assert checkpoint_digest(child_dir) == before
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -244,6 +244,28 @@ def stale_child(child_dir: str | Path, parent_dir: str | Path) -> str | None:
     )
 
 
+def check_parent_unchanged(child_dir: str | Path) -> None:
+    """Refuse to continue the child in ``child_dir`` when the parent it was fine-tuned from
+    now holds another checkpoint (:func:`stale_child`): its training would go on from weights
+    that no longer exist beside a parent that says otherwise. A run that is no child, or whose
+    parent's checkpoint is gone (nothing to compare), passes.
+
+    Raises:
+        ConfigError: one line naming both checkpoints and what to do.
+        FileNotFoundError, ValueError: an unreadable checkpoint of either run.
+    """
+    record = parent_of(load_checkpoint(child_dir)) or {}
+    parent_dir = record.get("run_dir")
+    if not isinstance(parent_dir, str) or not checkpoint_path(parent_dir).is_file():
+        return
+    stale = stale_child(child_dir, parent_dir)
+    if stale:
+        raise ConfigError(
+            f"cannot resume: {stale}; fine-tune it again from the new parent, e.g. python "
+            f"train.py --extend {shlex.quote(parent_dir)} run_dir=NEW_DIR (nothing was trained)"
+        )
+
+
 def parent_record(parent_dir: str | Path, state: dict[str, Any], child: Config) -> dict[str, Any]:
     """``{"run", "run_dir", "step", "sha256", "corpus_sha256", "changed"}`` of the parent in
     ``parent_dir`` (``state`` its loaded checkpoint) for ``child``: ``corpus_sha256`` is the
