@@ -455,3 +455,22 @@ def test_runs_of_two_corpora_are_never_paired_nor_pooled() -> None:
     same = lm_markdown(sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]}))
     assert "## text: perplexity at multiples" in same and "corpora" not in same
     assert "alibi vs rope" in same or "rope vs alibi" in same
+
+
+def test_the_figures_draw_runs_of_two_corpora_in_panels_of_their_own() -> None:
+    """Each corpus a panel of its own, titled by its sha256, so no two lines compared by eye
+    come from different held-out windows; one corpus keeps one panel titled by the task."""
+    runs = sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]})
+    for run in runs:
+        if run["position"] == "alibi":
+            run["corpus"] = dict(run["corpus"], sha256="cd" * 32)
+    for draw in (perplexity_figure, position_figure):
+        panels = draw(runs).axes
+        assert [ax.get_title() for ax in panels] == [
+            "text on corpus abababababab",
+            "text on corpus cdcdcdcdcdcd",
+        ]
+        labels = [[line.get_label() for line in ax.get_lines()][1:] for ax in panels]
+        assert labels == [["rope (mean of 2)"], ["alibi (mean of 2)"]]
+    one = perplexity_figure(sweep({"rope": TEXTBOOK["rope"]})).axes
+    assert [ax.get_title() for ax in one] == ["text"]

@@ -173,3 +173,17 @@ def loss_family(
     ]
     adjusted = holm([test.p_value for *_, test in found])
     return [(*item, p) for item, p in zip(found, adjusted, strict=True)]
+
+
+def corpus_parts(results: list[Result], task: str) -> list[tuple[str, list[Result]]]:
+    """The runs of ``task`` split by the corpus they scored (``corpus.sha256``), as ``(title,
+    runs)``: the task's name alone when they share one corpus, else ``"TASK on corpus
+    SHA12"`` per corpus. Runs of two corpora scored other held-out windows: a report pools and
+    pairs only runs of one part."""
+    parts: dict[str | None, list[Result]] = {}
+    for r in results:
+        if r["task"] == task:
+            parts.setdefault((r.get("corpus") or {}).get("sha256"), []).append(r)
+    if len(parts) == 1:
+        return [(task, next(iter(parts.values())))]
+    return [(f"{task} on corpus {(sha or 'none')[:12]}", runs) for sha, runs in parts.items()]

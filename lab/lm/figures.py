@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lab.common.files import atomic_writer
 from lab.evaluation.figure import line_style, outside_legend
-from lab.lm.aggregate import cell, length_labels, length_row, row_at
+from lab.lm.aggregate import cell, corpus_parts, length_labels, length_row, row_at
 from lab.reporting.aggregate import groups, tasks
 
 Result = dict[str, Any]
@@ -61,13 +61,15 @@ def log_binned(loss: list[float], bins: int = POSITION_BINS) -> tuple[np.ndarray
     return ends - 1, means
 
 
-def _panels(results: list[Result]) -> tuple[Figure, list[tuple[Any, str]]]:
-    """A figure with one panel per task of ``results``, side by side."""
-    names = tasks(results)
-    figure = Figure(figsize=(8 * len(names), 4.6), layout="constrained")
+def _panels(results: list[Result]) -> tuple[Figure, list[tuple[Any, str, list[Result]]]]:
+    """A figure with one panel per task of ``results`` and corpus it scored
+    (:func:`lab.lm.aggregate.corpus_parts`: runs of two corpora scored other windows and never
+    share a panel), side by side: ``(figure, [(axes, title, runs)])``."""
+    parts = [part for task in tasks(results) for part in corpus_parts(results, task)]
+    figure = Figure(figsize=(8 * len(parts), 4.6), layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, len(names), squeeze=False)[0]
-    return figure, list(zip(axes, names, strict=True))
+    axes = figure.subplots(1, len(parts), squeeze=False)[0]
+    return figure, [(ax, title, runs) for ax, (title, runs) in zip(axes, parts, strict=True)]
 
 
 def _mark_training(ax: Any, runs: list[Result]) -> None:
@@ -82,8 +84,8 @@ def perplexity_figure(results: list[Result]) -> Figure:
     """Perplexity against evaluation length (tokens), log-log, one line per scheme: the mean over
     seeds with its 95% interval shaded (t over seeds, or the run's bootstrap over windows)."""
     figure, panels = _panels(results)
-    for ax, task in panels:
-        runs = [r for r in results if r["task"] == task]
+    for ax, title, runs in panels:
+        task = runs[0]["task"]
         _mark_training(ax, runs)
         for i, (label, group) in enumerate(groups(runs, task).items()):
             points = []
@@ -108,7 +110,7 @@ def perplexity_figure(results: list[Result]) -> Figure:
             )
             ax.fill_between(xs, lows, highs, color=style["color"], alpha=0.2, linewidth=0)
         _plain_log_axes(ax, y=True)
-        ax.set(title=task, xlabel="evaluation length (tokens)", ylabel="perplexity")
+        ax.set(title=title, xlabel="evaluation length (tokens)", ylabel="perplexity")
         ax.legend(
             fontsize="small",
             title="shaded: 95% interval",
@@ -124,8 +126,8 @@ def position_figure(results: list[Result]) -> Figure:
     seeds of each run's ``positions.loss``, over log-spaced bins of positions,
     :func:`log_binned`)."""
     figure, panels = _panels(results)
-    for ax, task in panels:
-        runs = [r for r in results if r["task"] == task]
+    for ax, title, runs in panels:
+        task = runs[0]["task"]
         _mark_training(ax, runs)
         for i, (label, group) in enumerate(groups(runs, task).items()):
             curves = [r["positions"]["loss"] for r in group if r["positions"]["loss"]]
@@ -144,7 +146,7 @@ def position_figure(results: list[Result]) -> Figure:
                 label=f"{label}{seeds}",
             )
         _plain_log_axes(ax, y=False)
-        ax.set(title=task, xlabel="token position (1 = first)", ylabel="mean loss (nats/token)")
+        ax.set(title=title, xlabel="token position (1 = first)", ylabel="mean loss (nats/token)")
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return figure
 

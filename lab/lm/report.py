@@ -21,6 +21,7 @@ from lab.lm import figures
 from lab.lm.aggregate import (
     Cell,
     cell,
+    corpus_parts,
     length_labels,
     length_row,
     loss_family,
@@ -196,20 +197,6 @@ EXPLAINED = (
 )
 
 
-def corpus_parts(results: list[Result], task: str) -> list[tuple[str, list[Result]]]:
-    """The runs of ``task`` split by the corpus they scored (``corpus.sha256``), as ``(title,
-    runs)``: the task's name alone when they share one corpus, else ``"TASK on corpus
-    SHA12"`` per corpus. Runs of two corpora scored other held-out windows: a report pools and
-    pairs only runs of one part."""
-    parts: dict[str | None, list[Result]] = {}
-    for r in results:
-        if r["task"] == task:
-            parts.setdefault((r.get("corpus") or {}).get("sha256"), []).append(r)
-    if len(parts) == 1:
-        return [(task, next(iter(parts.values())))]
-    return [(f"{task} on corpus {(sha or 'none')[:12]}", runs) for sha, runs in parts.items()]
-
-
 def apart_line(task: str, count: int) -> str:
     """The line that opens each part of a task whose runs scored ``count`` corpora."""
     return (
@@ -222,8 +209,8 @@ def task_section(
     results: list[Result], task: str, smoke: bool = False, title: str | None = None
 ) -> list[str]:
     """The lines of one task (headed ``title``, default the task; ``results``: the runs of
-    one corpus, :func:`corpus_parts`): perplexity table, ratio table, paired tests and
-    findings (for a ``smoke`` sweep the tables alone)."""
+    one corpus, :func:`lab.lm.aggregate.corpus_parts`): perplexity table, ratio table, paired
+    tests and findings (for a ``smoke`` sweep the tables alone)."""
     runs = [r for r in results if r["task"] == task]
     train = max(r["train_lengths"][1] for r in runs)
     title = title or task
