@@ -393,3 +393,26 @@ def test_the_extend_page_and_its_report_come_from_its_committed_runs(tmp_path: P
     kinds = {kind for kind, _ in extend_report.grouped(results)[1]}
     assert kinds == set(extend_report.KINDS)
     assert page.count("- Peng et al. 2023") == 1 and page.count("- Chen et al. 2023") == 1
+
+
+def test_the_suite_page_names_the_commands_its_sweep_json_records(tmp_path: Path) -> None:
+    """The suite's page names the command each ``sweep.json`` recorded, and the family's fixed
+    command (with its note on how the committed files were made) only for files that predate
+    recording one."""
+    from lab.reporting.pages import suite_page
+
+    folder = tmp_path / "suite"
+    shutil.copytree(RESULTS / "suite", folder)
+    committed = suite_page(folder, "python sweep.py --publish")
+    assert "`python sweep.py --config configs/suite.yaml`: 14 tasks" in committed
+    assert "earlier early-stopping rule" in committed and "either way.." not in committed
+    for name, command in [
+        ("sweep.json", "python sweep.py --config configs/suite.yaml seed=1 --workers 2"),
+        ("quick_sweep.json", "python sweep.py --config configs/suite_quick.yaml seed=1"),
+    ]:
+        sweep = json.loads((folder / name).read_text())
+        (folder / name).write_text(json.dumps(sweep | {"command": command}))
+    page = suite_page(folder, "python sweep.py --publish")
+    assert "`python sweep.py --config configs/suite.yaml seed=1 --workers 2`: 14 tasks" in page
+    assert "`python sweep.py --config configs/suite_quick.yaml seed=1` (the smoke test)" in page
+    assert "earlier early-stopping rule" not in page  # the note is about the committed files

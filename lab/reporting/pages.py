@@ -104,7 +104,7 @@ FAMILIES = {
         recorded=(
             "Made on a 2-core AMD EPYC VM under an earlier early-stopping rule (validation at "
             "the shortest, middle and longest training lengths, not every length), so a run "
-            "that stopped early may not hold 99% at every training length; the figures below "
+            "that stopped early may not hold 99% at every training length; the table's figures "
             "are test-set figures either way."
         ),
     ),
@@ -299,9 +299,9 @@ def noted(family: Family, sweep: dict[str, Any] | None) -> str:
     ``sweep.json`` (which records the time, not what else ran), else ``""``: ``""`` too for a
     sweep published with a command or without one (the note is about the committed sweep,
     :func:`documented`)."""
-    return (
-        f"{family.recorded}." if sweep is not None and documented(sweep) and family.recorded else ""
-    )
+    if sweep is None or not documented(sweep) or not family.recorded:
+        return ""
+    return f"{family.recorded.rstrip('.')}."
 
 
 def runs_count(results: list[Result]) -> str:
@@ -355,10 +355,12 @@ def v2_page(folder: Path, publish: str) -> str:
 def suite_page(folder: Path, publish: str) -> str:
     """``docs/results/suite.md``: the suite's table (:func:`suite_section`) and its files."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
-    body = suite_section(results, sweep, read_json(folder, "quick_sweep.json"))
-    names = ["results.json", "sweep.json", "quick_sweep.json"]
+    quick = read_json(folder, "quick_sweep.json")
     family = FAMILIES["suite"]
-    lines = [*header(family, publish), body, "", family.recorded, ""]
+    commands = (command_text(sweep, family), command_text(quick, FAMILIES["suite-quick"]))
+    body = suite_section(results, sweep, quick, commands)
+    names = ["results.json", "sweep.json", "quick_sweep.json"]
+    lines = [*header(family, publish), body, "", *filter(None, [noted(family, sweep)]), ""]
     lines += [files_line("suite", names), ""]
     return "\n".join(lines)
 

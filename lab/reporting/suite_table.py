@@ -86,15 +86,22 @@ def settings(results: list[Result]) -> str:
     )
 
 
-def suite_section(results: list[Result], sweep: dict[str, Any], quick: dict[str, Any]) -> str:
-    """The body of the task suite's page: its settings and timing, then the table."""
+def suite_section(
+    results: list[Result],
+    sweep: dict[str, Any],
+    quick: dict[str, Any],
+    commands: tuple[str, str],
+) -> str:
+    """The body of the task suite's page: its settings and timing, then the table;
+    ``commands`` are the full sweep's and the smoke test's, as the page names them
+    (:func:`lab.reporting.pages.command_text`)."""
     steps = sorted(r["train_steps"] for r in results if r["train_steps"] is not None)
     return "\n".join(
         [
-            f"`configs/suite.yaml`: {settings(results)}; {timing(sweep)}. Training steps per run "
+            f"{commands[0]}: {settings(results)}; {timing(sweep)}. Training steps per run "
             f"(early stopping at the validation target, or the cap): {steps[0]} to "
             f"{steps[-1]}, median {steps[len(steps) // 2]}. "
-            f"`configs/suite_quick.yaml` (the smoke test): {timing(quick)}.",
+            f"{commands[1]} (the smoke test): {timing(quick)}.",
             "",
             "Exact-match on the test sequences in percent, `in distribution / 2x` (in "
             "distribution: the mean over the evaluated lengths inside the training range; 2x: "
