@@ -7,18 +7,21 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import jsonschema
 import numpy as np
 import pytest
 import torch
-from conftest import FAST_EVAL
+from conftest import FAST_EVAL, one_error_line
+from test_text import pattern_file, tiny_lm
 from torch import nn
 
+import eval as eval_cli
 from data import build_task
 from data.base import EOS, source_mask
 from data.streams import evaluation_set
-from lab.common.config import EvalConfig
+from lab.common.config import ConfigError, EvalConfig, load_config
 from lab.diagnostics.attention_stats import alignment, entropy, row_statistics
 from lab.diagnostics.failures import FailureCounts, oracle_length_hits
 from lab.diagnostics.measure import attention_diagnostics
@@ -29,6 +32,7 @@ from lab.evaluation.evaluate import apply_eval_overrides, evaluate_model, evalua
 from lab.evaluation.extrapolation import evaluate_batch
 from lab.evaluation.record import SCHEMA, inconsistency
 from lab.reporting.report import write_reports
+from lab.training.trainer import train
 from model import ModelConfig
 
 
@@ -327,6 +331,62 @@ def test_a_bad_diagnostics_value_is_one_line_naming_the_allowed_ones():
         assert (
             apply_eval_overrides(EvalConfig(), [f"eval.diagnostics={value}"]).diagnostics == value
         )
+
+
+def test_diagnostics_of_a_language_model_run_are_refused_not_ignored(tmp_path):
+    """A language-model run measures no diagnostics (lab.lm.perplexity): ``full``, a given
+    ``basic`` and a given ``diagnostic_samples`` would do nothing, so each is one ConfigError
+    line; the defaults and ``none`` pass."""
+    lm = tiny_lm(tmp_path / "run", pattern_file(tmp_path))
+    refused = {
+        "eval.diagnostics=full": "eval.diagnostics=full has no effect on task 'text': a "
+        "language-model run measures no diagnostics",
+        "eval.diagnostics=basic": "eval.diagnostics=basic has no effect on task 'text'",
+        "eval.diagnostic_samples=8": "eval.diagnostic_samples=8 has no effect on task 'text' "
+        "(a language-model run): no attention statistics are measured; leave "
+        "eval.diagnostic_samples out",
+    }
+    for override, message in refused.items():
+        with pytest.raises(ConfigError, match="^" + re.escape(message)) as error:
+            load_config(None, [*lm, override])
+        assert "\n" not in str(error.value)
+    assert load_config(None, lm).eval.diagnostics == "basic"  # the default: no diagnostics
+    assert load_config(None, [*lm, "eval.diagnostics=none"]).eval.diagnostics == "none"
+
+
+def test_diagnostic_samples_that_would_do_nothing_are_refused(tmp_path):
+    """``eval.diagnostic_samples`` given with diagnostics off, or above ``eval.samples`` (the
+    statistics read the first diagnostic_samples of the samples), is one ConfigError line,
+    from overrides and from a YAML file alike; the default 32 over 16 samples reads 16."""
+    copy_task = ["data.task=copy", "data.train_max_length=4"]
+    off = "eval.diagnostic_samples=8 has no effect with eval.diagnostics=none: no attention "
+    with pytest.raises(ConfigError, match="^" + re.escape(off) + ".*or full$"):
+        load_config(None, [*copy_task, "eval.diagnostics=none", "eval.diagnostic_samples=8"])
+    over = "eval.diagnostic_samples=32 is more than eval.samples=16: the attention statistics "
+    with pytest.raises(ConfigError, match="^" + re.escape(over) + ".*<= 16$"):
+        load_config(None, [*copy_task, "eval.samples=16", "eval.diagnostic_samples=32"])
+    path = tmp_path / "off.yaml"
+    path.write_text("eval: {diagnostics: none, diagnostic_samples: 8}\n")
+    with pytest.raises(ConfigError, match="^" + re.escape(off)):
+        load_config(path, copy_task)
+    assert load_config(None, [*copy_task, "eval.samples=16"]).eval.diagnostic_samples == 32
+    kept = load_config(None, [*copy_task, "eval.samples=16", "eval.diagnostic_samples=16"])
+    assert kept.eval.diagnostic_samples == 16
+
+
+def test_eval_py_refuses_diagnostics_a_saved_run_would_ignore(finished_run, tmp_path, capsys):
+    """eval.py checks its overrides against each run before any evaluation: diagnostic_samples
+    with diagnostics off on a synthetic run, ``full`` on a language-model run."""
+    argv = [str(finished_run), "--no-progress", "--out", str(tmp_path / "out")]
+    assert eval_cli.main([*argv, "eval.diagnostics=none", "eval.diagnostic_samples=4"]) == 2
+    assert "eval.diagnostic_samples=4 has no effect with eval.diagnostics=none" in (
+        one_error_line(capsys)
+    )
+    run = tmp_path / "lm"
+    train(load_config(None, tiny_lm(run, pattern_file(tmp_path))))
+    assert eval_cli.main([str(run), "--no-progress", "eval.diagnostics=full"]) == 2
+    assert "eval.diagnostics=full has no effect on task 'text'" in one_error_line(capsys)
+    assert not (run / "eval.json").exists()
 
 
 def forward_rows(model) -> tuple[list[int], object]:

@@ -7,14 +7,19 @@ import re
 
 import pytest
 import torch
+from conftest import SHORT, one_error_line, tiny_config
+from test_text import pattern_file, tiny_lm
 
 import properties
+from lab.common.config import load_config
 from lab.evaluation.attention_maps import attention_maps
+from lab.evaluation.evaluate import evaluate_run
 from lab.properties import demos
 from lab.properties.fingerprints import fingerprints_elsewhere, fingerprints_here
 from lab.properties.markdown import nearest
 from lab.properties.measure import defined_at, measure, uniqueness
 from lab.properties.probe import fresh_scheme, make_probe, position_scores, probe_config
+from lab.training.trainer import train
 from model import Transformer
 from model.position import available_schemes, scheme_class
 
@@ -184,7 +189,9 @@ def test_cli_writes_table_json_and_pictures(tmp_path, capsys):
     assert list(data["criteria"]) == criteria
     fields = [f for group in data["criteria"].values() for f in group]
     assert sorted(fields) == sorted(set(data["rows"][0]) - {"scheme"})  # each field once
-    assert data["criteria"]["extrapolation"] == ["max_length", "defined_at_4x", "exact_match_2x"]
+    extrapolation = ["max_length", "defined_at_4x", "exact_match_2x", "perplexity_2x"]
+    assert data["criteria"]["extrapolation"] == extrapolation
+    assert data["notes"] == [] and "Notes:" not in text
     for name in ("similarity", "scores", "sinusoidal", "rope_decay", "bias_per_head"):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert list(tmp_path.glob("events.out.tfevents.*"))
@@ -202,6 +209,64 @@ def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
     assert rows[1]["exact_match_2x"] is None  # the run has no eval.json
     for name in ("attention_train", "attention_4x"):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_language_model_run_reports_its_perplexity_at_2x_and_its_windows(tmp_path):
+    """An LM run's eval.json has no exact-match (``summary.perplexity``, not ``summary.at``):
+    its row takes the perplexity at 2x, and its attention maps show whole windows (its only
+    prompt is one byte)."""
+    run = tmp_path / "run"
+    train(load_config(None, tiny_lm(run, pattern_file(tmp_path), "eval.max_length_factor=2")))
+    evaluation = evaluate_run(run, device="cpu")
+    out = tmp_path / "report"
+    assert properties.main(["--position", "rope", "--run", str(run), "--out", str(out)]) == 0
+    data = json.loads((out / "properties.json").read_text())
+    row = data["rows"][1]
+    assert row["scheme"] == "rope (trained)" and row["exact_match_2x"] is None
+    assert row["perplexity_2x"] == evaluation["summary"]["perplexity"]["2x"]
+    assert data["notes"] == []
+    for name in ("attention_train", "attention_4x"):
+        assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"| {row['perplexity_2x']:.3g} |" in (out / "properties.md").read_text()
+
+
+def test_a_short_learned_table_is_measured_within_it_and_its_4x_map_left_out(tmp_path):
+    """A learned table as long as the training sequences (10 rows: copy at length 4) cannot
+    encode the 64 positions the report measures nor 4x the training length: the trained row
+    is measured over the N its table holds and the 4x attention map is left out, each with
+    one note, not an IndexError."""
+    run = tmp_path / "run"
+    train(
+        tiny_config(run, *SHORT, "model.position=learned", "model.options.learned.max_positions=10")
+    )
+    out = tmp_path / "report"
+    assert properties.main(["--position", "rope", "--run", str(run), "--out", str(out)]) == 0
+    data = json.loads((out / "properties.json").read_text())
+    assert data["rows"][1]["scheme"] == "learned (trained)" and data["rows"][1]["max_length"] == 10
+    assert data["rows"][1]["defined_at_4x"] is False
+    assert data["notes"] == [
+        "learned (trained): measured over N = 2, not 64: it encodes only 10 positions and "
+        "boundedness reads positions up to 4N - 1",
+        "attention_4x.png not drawn: at 4x (16) the model reads 18 tokens, past the 10 "
+        "positions its learned scheme encodes",
+    ]
+    assert (out / "attention_train.png").exists() and not (out / "attention_4x.png").exists()
+    text = (out / "properties.md").read_text()
+    assert all(f"- {note}" in text for note in data["notes"])
+
+
+def test_a_learned_table_too_short_to_measure_is_one_error_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    lengths = ["data.train_min_length=2", "data.train_max_length=2"]
+    train(
+        tiny_config(
+            run, *SHORT, *lengths, "model.position=learned", "model.options.learned.max_positions=6"
+        )
+    )
+    assert properties.main(["--position", "none", "--run", str(run), "--out", str(tmp_path)]) == 2
+    err = one_error_line(capsys)
+    assert f"run {run}: its learned scheme encodes only 6 positions" in err
+    assert "needs at least 8" in err
 
 
 def test_fingerprints_in_a_fresh_process_match_this_ones():

@@ -36,6 +36,7 @@ from lab.common.sections import (
     DataConfig,
     EvalConfig,
     TrainConfig,
+    check_diagnostics,
     check_finite,
     check_lengths,
     check_range,
@@ -63,6 +64,7 @@ __all__ = [
     "EvalConfig",
     "TrainConfig",
     "changed_keys",
+    "check_diagnostics",
     "check_evaluable",
     "check_finite",
     "check_lengths",
@@ -218,6 +220,9 @@ def load_config(
             "remove model.vocab_size from the config"
         )
     config.model = replace(config.model, vocab_size=vocab_size)
+    keys = ("eval.diagnostics", "eval.diagnostic_samples")
+    set_here = {k for k in keys if any(OmegaConf.select(s, k) is not None for s in sources)}
+    check_diagnostics(config.data, config.eval, set_here)  # settings that would do nothing
     return config
 
 

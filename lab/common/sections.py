@@ -9,6 +9,7 @@ and loads it; import them from there.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -291,8 +292,13 @@ class EvalConfig:
             exact-match (from the same logits) and the attention statistics and solver
             alignment of the first ``diagnostic_samples`` sequences (one extra float32 pass);
             ``full`` adds RoPE's frequency use and p-RoPE at evaluation (RoPE runs only);
-            ``none`` measures none of them. Synthetic tasks only.
-        diagnostic_samples: sequences per length for the attention statistics. 1..MAX_SAMPLES.
+            ``none`` measures none of them. Synthetic tasks only: a language-model run
+            measures none, so ``full`` or a given ``basic`` is refused for it
+            (:func:`check_diagnostics`).
+        diagnostic_samples: sequences per length for the attention statistics: the first
+            ``diagnostic_samples`` of the ``samples`` sequences (the default reads at most
+            ``samples``; a given value above ``samples``, with ``diagnostics=none`` or for a
+            language-model run is refused: :func:`check_diagnostics`). 1..MAX_SAMPLES.
     """
 
     lengths: list[int] | None = None
@@ -406,4 +412,45 @@ def check_task_training(data: DataConfig, train: TrainConfig) -> None:
         raise ConfigError(
             f"train.target_accuracy={train.target_accuracy} is invalid for task {data.task!r}: "
             "a language-model task has no exact-match to stop on; set it to null"
+        )
+
+
+def check_diagnostics(
+    data: DataConfig, evaluation: EvalConfig, given: Collection[str] = ()
+) -> None:
+    """Refuse diagnostics settings that would do nothing. ``given`` names the keys the user set
+    (a YAML file or ``key=value`` overrides), so defaults that do nothing for this run (``basic``
+    and ``diagnostic_samples=32`` of a language-model run) pass, and values kept in a saved run
+    pass unless they can never take effect.
+
+    Refused: ``eval.diagnostics=full`` (or a given ``basic``) for a language-model task, which
+    measures no diagnostics; a given ``eval.diagnostic_samples`` for a language-model task,
+    with ``eval.diagnostics=none``, or above ``eval.samples`` (the attention statistics read
+    the first ``diagnostic_samples`` of the ``samples`` sequences).
+
+    Raises:
+        ConfigError: one line naming the value, why it does nothing and what to set instead.
+    """
+    mode, count, task = evaluation.diagnostics, evaluation.diagnostic_samples, data.task
+    lm = task_class(task).language_model
+    if lm and (mode == "full" or (mode == "basic" and "eval.diagnostics" in given)):
+        raise ConfigError(
+            f"eval.diagnostics={mode} has no effect on task {task!r}: a language-model run "
+            "measures no diagnostics (its eval.json has the loss at every position instead); "
+            "set eval.diagnostics=none or leave it out"
+        )
+    if "eval.diagnostic_samples" not in given:
+        return
+    if lm or mode == "none":
+        where = f"on task {task!r} (a language-model run)" if lm else "with eval.diagnostics=none"
+        raise ConfigError(
+            f"eval.diagnostic_samples={count} has no effect {where}: no attention statistics "
+            "are measured; leave eval.diagnostic_samples out"
+            + ("" if lm else " or set eval.diagnostics=basic or full")
+        )
+    if count > evaluation.samples:
+        raise ConfigError(
+            f"eval.diagnostic_samples={count} is more than eval.samples={evaluation.samples}: "
+            "the attention statistics read the first diagnostic_samples of the eval.samples "
+            f"sequences per length; give eval.diagnostic_samples <= {evaluation.samples}"
         )

@@ -12,7 +12,13 @@ import torch
 from tqdm import tqdm
 
 from lab.common.checkpoint import CHECKPOINT_NAME, checkpoint_path
-from lab.common.config import Config, ConfigError, EvalConfig, check_evaluable
+from lab.common.config import (
+    Config,
+    ConfigError,
+    EvalConfig,
+    check_diagnostics,
+    check_evaluable,
+)
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
 from lab.evaluation.labels import run_label, scheme_label
@@ -34,9 +40,10 @@ class Plan(NamedTuple):
 
 def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, given: str) -> Plan:
     """Check ``overrides`` against the saved ``config`` of ``run`` as ``train.py`` checks a new
-    run (every length against :data:`lab.common.config.MAX_TOKENS`, the task's shortest length, the
-    scheme's evaluable options) and where its ``eval.json`` goes (``out`` mirrors the runs'
-    paths below ``given``; None writes into the run), creating nothing.
+    run (every length against :data:`lab.common.config.MAX_TOKENS`, the task's shortest length,
+    the scheme's evaluable options, diagnostics settings that would do nothing) and where its
+    ``eval.json`` goes (``out`` mirrors the runs' paths below ``given``; None writes into the
+    run), creating nothing.
 
     Raises:
         ConfigError, ValueError: a value this run cannot be evaluated with (one line).
@@ -45,6 +52,7 @@ def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, 
     """
     eval_config = apply_eval_overrides(config.eval, overrides)
     check_evaluable(replace(config, eval=eval_config))  # and the whole-config checks (lengths)
+    check_diagnostics(config.data, eval_config, {o.split("=", 1)[0] for o in overrides})
     steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
     write_to = run if out is None else out / run.relative_to(given)
     if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):

@@ -117,20 +117,30 @@ def bias_figure(biases: dict[str, list[list[float]]]) -> Figure:
     return fig
 
 
+MAX_PANEL = 12.0
+"""Largest side of one attention panel, in inches (a 4x window of a language model is hundreds
+of tokens: 0.18 inch a token would make a picture of hundreds of megapixels)."""
+MAX_TICKS = 64
+"""Most token labels on one axis; a longer input labels every k-th token."""
+
+
 def attention_figure(maps: list[Tensor], tokens: list[str], title: str) -> Figure:
-    """Attention probabilities, layers down and heads across, prompt tokens on both axes."""
+    """Attention probabilities, layers down and heads across, input tokens on both axes (every
+    k-th token past :data:`MAX_TICKS`)."""
     layers, heads = len(maps), maps[0].shape[0]
-    size = max(2.5, 0.18 * len(tokens))
+    size = min(MAX_PANEL, max(2.5, 0.18 * len(tokens)))
     fig, axes = plt.subplots(layers, heads, figsize=(size * heads, size * layers), squeeze=False)
-    ticks = range(len(tokens))
-    small = max(3, 8 - len(tokens) // 12)
+    every = math.ceil(len(tokens) / MAX_TICKS)
+    ticks = range(0, len(tokens), every)
+    names = tokens[::every]
+    small = max(3, 8 - len(names) // 12)
     for layer, probabilities in enumerate(maps):
         for head in range(heads):
             ax = axes[layer][head]
             ax.imshow(probabilities[head].numpy(), cmap="Blues", vmin=0, vmax=1)
             ax.set_title(f"layer {layer} head {head}", fontsize=8)
-            ax.set_xticks(ticks, tokens, rotation=90, fontsize=small)
-            ax.set_yticks(ticks, tokens, fontsize=small)
+            ax.set_xticks(ticks, names, rotation=90, fontsize=small)
+            ax.set_yticks(ticks, names, fontsize=small)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

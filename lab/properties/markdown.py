@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lab.properties.measure import Properties
@@ -51,7 +52,13 @@ COLUMNS: tuple[tuple[str, str, str, str], ...] = (
         "extrapolation",
         "extrapolation: 2x exact-match",
         "exact_match_2x",
-        "the run's exact-match at 2x its longest training length (eval.json)",
+        "a synthetic-task run's exact-match at 2x its longest training length (eval.json)",
+    ),
+    (
+        "extrapolation",
+        "extrapolation: 2x perplexity",
+        "perplexity_2x",
+        "a language-model run's held-out perplexity at 2x its training length (eval.json)",
     ),
     (
         "determinism",
@@ -83,6 +90,8 @@ def cell(field: str, value: Any) -> str:
         return "yes" if value else "no"
     if field == "exact_match_2x":
         return "—" if value is None else f"{100 * value:.1f}%"
+    if field == "perplexity_2x":
+        return "—" if value is None else f"{value:.3g}"
     return f"{value:.3g}"
 
 
@@ -155,8 +164,14 @@ def bias_and_permutation_lines(demo: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown(rows: list[Properties], demo: dict[str, Any]) -> str:
-    """The report as Markdown: the property table with each test stated, then the demos."""
+def note_lines(notes: Sequence[str]) -> list[str]:
+    """What the report could not measure or draw, and why, one bullet each (none: no lines)."""
+    return ["", "Notes:", "", *(f"- {note}" for note in notes)] if notes else []
+
+
+def markdown(rows: list[Properties], demo: dict[str, Any], notes: Sequence[str] = ()) -> str:
+    """The report as Markdown: the property table with each test stated and the notes (what
+    was measured differently or left out, and why), then the demos."""
     return "\n".join(
         [
             f"# Position scheme properties (N = {demo['span']}, L = {demo['train_length']})",
@@ -167,6 +182,7 @@ def markdown(rows: list[Properties], demo: dict[str, Any]) -> str:
             "trained. The five criteria: " + ", ".join(CRITERIA) + ".",
             "",
             *table_lines(rows),
+            *note_lines(notes),
             "",
             *sinusoidal_lines(demo["sinusoidal"]),
             "",

@@ -11,7 +11,8 @@ everything that varies comes from the scheme. Over positions ``0 .. N-1`` (``N``
 - **relativity**: the largest change of a score ``(m, n)``, ``n <= m``, when both positions
   shift by ``s`` in ``{1, N/2, N}`` (0: it depends on ``m - n`` only);
 - **extrapolation**: the longest position the scheme can encode (a learned table's length),
-  whether it encodes 4x the training length, and for a trained run its exact-match at 2x;
+  whether it encodes 4x the training length, and for a trained run its exact-match at 2x (a
+  synthetic task) or its held-out perplexity at 2x (a language model, task ``text``);
 - **determinism**: the same scores twice in one process, and in a fresh process (hash).
 """
 
@@ -32,8 +33,9 @@ from model.position.base import PositionScheme
 class Properties:
     """One scheme's measured properties (see the module docstring for each test), by criterion:
     uniqueness (``uniqueness``), boundedness (``boundedness``, ``max_score``), relativity
-    (``relativity``), extrapolation (``max_length``, ``defined_at_4x``, ``exact_match_2x``)
-    and determinism (``deterministic``)."""
+    (``relativity``), extrapolation (``max_length``, ``defined_at_4x``, ``exact_match_2x``,
+    ``perplexity_2x``) and determinism (``deterministic``). A trained run has one of the two
+    2x figures: exact-match for a synthetic task, perplexity for a language model."""
 
     scheme: str
     uniqueness: float
@@ -44,6 +46,7 @@ class Properties:
     defined_at_4x: bool
     deterministic: bool
     exact_match_2x: float | None = None
+    perplexity_2x: float | None = None
 
 
 def positions(start: int, n: int) -> Tensor:

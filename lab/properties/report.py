@@ -56,69 +56,129 @@ def save_figure(fig: Figure, out: Path, name: str, writer: Any) -> Path:
     return path
 
 
-def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list]:
-    """The trained run's scheme measured on its weights, its config, model and task."""
+MIN_TABLE = 8
+"""Fewest positions a trained scheme's table must hold to be measured: ``N >= 2`` positions
+(uniqueness compares two) and boundedness reads up to ``4N - 1``."""
+
+
+def trained_span(scheme: Any, span: int, run_dir: Path) -> tuple[int, list[str]]:
+    """The ``N`` a trained scheme is measured over: ``span``, or the largest its table holds
+    (boundedness reads positions up to ``4N - 1``), with the one-line note that says so.
+
+    Raises:
+        ValueError: the table holds fewer than :data:`MIN_TABLE` positions (one line).
+    """
+    limit = scheme.max_length()
+    if limit is None or 4 * span <= limit:
+        return span, []
+    if limit < MIN_TABLE:
+        raise ValueError(
+            f"run {run_dir}: its {scheme.name} scheme encodes only {limit} positions; the "
+            f"property report needs at least {MIN_TABLE} (N >= 2 positions, boundedness up to 4N)"
+        )
+    fit = limit // 4
+    return fit, [
+        f"{scheme.name} (trained): measured over N = {fit}, not {span}: it encodes only "
+        f"{limit} positions and boundedness reads positions up to 4N - 1"
+    ]
+
+
+def figures_at_2x(evaluation: dict | None) -> dict[str, float | None]:
+    """The run's 2x figure as :class:`Properties` fields: ``exact_match_2x`` of a synthetic
+    task's ``eval.json``, ``perplexity_2x`` of a language model's (``kind: "lm"``,
+    :data:`lab.lm.record.LM_SCHEMA`); nothing without a current ``eval.json``."""
+    if evaluation is None:
+        return {}
+    if evaluation.get("kind") == "lm":
+        return {"perplexity_2x": evaluation["summary"]["perplexity"].get("2x")}
+    return {"exact_match_2x": evaluation["summary"]["at"].get("2x")}
+
+
+def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list[str]]:
+    """The trained run's scheme measured on its weights, its config, its model, and notes on
+    what was measured differently (a table too short for ``span``)."""
     from lab.evaluation.evaluate import load_evaluation, load_run
 
     config, model, _ = load_run(run_dir, torch.device("cpu"))
     scheme = model.position
+    span, notes = trained_span(scheme, span, run_dir)
     row = measure(scheme, make_probe(config.model), span, config.data.train_max_length, None)
     evaluation = load_evaluation(run_dir)  # None unless current and of this very checkpoint
-    at_2x = evaluation["summary"]["at"].get("2x") if evaluation else None
-    return replace(row, scheme=f"{row.scheme} (trained)", exact_match_2x=at_2x), config, model
+    row = replace(row, scheme=f"{row.scheme} (trained)", **figures_at_2x(evaluation))
+    return row, config, model, notes
 
 
-def attention_figures(config: Any, model: Any) -> dict[str, Figure]:
-    """Attention maps of one sampled prompt at the training length and at 4x (prompt only)."""
-    task = config.data.build_task()
-    out = {}
-    for label, length in (
-        ("train length", config.data.train_max_length),
-        ("4x", 4 * config.data.train_max_length),
-    ):
-        batch = task.sample(data_rng(config.seed, SAMPLE_STREAM, 0), length, 1)
+def attention_input(task: Any, seed: int, length: int) -> tuple[torch.Tensor, list[str]]:
+    """What the model reads of one sampled example at ``length``, int64 ``(1, T)``, and one
+    label per token: a synthetic task's prompt (its words), a language model's whole window
+    of ``length`` bytes (its only prompt is the first byte)."""
+    batch = task.sample(data_rng(seed, SAMPLE_STREAM, 0), length, 1)
+    if not task.language_model:
         prompt = batch.tokens[:, : batch.answer_start]  # (1, T_prompt)
-        maps = attention_maps(model, prompt)
-        tokens = task.decode(prompt[0]).split()
-        key = "attention_" + ("train" if label == "train length" else "4x")
-        out[key] = figures.attention_figure(
-            maps, tokens, f"{config.model.position}, {label} ({length})"
-        )
-    return out
+        return prompt, task.decode(prompt[0]).split()
+    window = batch.tokens[:, :-1]  # (1, length): the last byte is only a target
+    labels = [repr(task.decode([t]))[1:-1].replace("$", r"\$") for t in window[0].tolist()]
+    return window, labels
+
+
+def attention_figures(config: Any, model: Any) -> tuple[dict[str, Figure], list[str]]:
+    """Attention maps of one sampled example at the training length and at 4x, and a note for
+    each length left out because the scheme cannot encode it (a learned table's end)."""
+    task = config.data.build_task()
+    limit = model.position.max_length()
+    out, notes = {}, []
+    for key, label, length in (
+        ("attention_train", "train length", config.data.train_max_length),
+        ("attention_4x", "4x", 4 * config.data.train_max_length),
+    ):
+        tokens, labels = attention_input(task, config.seed, length)
+        if limit is not None and tokens.shape[1] > limit:
+            notes.append(
+                f"{key}.png not drawn: at {label} ({length}) the model reads {tokens.shape[1]} "
+                f"tokens, past the {limit} positions its {config.model.position} scheme encodes"
+            )
+            continue
+        title = f"{config.model.position}, {label} ({length})"
+        out[key] = figures.attention_figure(attention_maps(model, tokens), labels, title)
+    return out, notes
 
 
 def measured_rows(
     names: list[str], schemes: dict, probes: dict, run_dir: Path | None
-) -> tuple[list[Properties], tuple[Any, Any] | None]:
+) -> tuple[list[Properties], tuple[Any, Any] | None, list[str]]:
     """Every named scheme's row (fresh weights, its fingerprint checked in a fresh process),
-    then the trained run's row; with the run's ``(config, model)``, or None without a run."""
+    then the trained run's row; with the run's ``(config, model)`` (None without a run) and the
+    notes on its measurement."""
     elsewhere = fingerprints_elsewhere(names, SPAN)
     rows = [measure(schemes[n], probes[n], SPAN, TRAIN_LENGTH, elsewhere[n]) for n in names]
     if run_dir is None:
-        return rows, None
-    row, config, model = run_rows(run_dir, SPAN)
-    return [*rows, row], (config, model)
+        return rows, None, []
+    row, config, model, notes = run_rows(run_dir, SPAN)
+    return [*rows, row], (config, model), notes
 
 
-def write_tables(out: Path, rows: list[Properties], demo: dict[str, Any]) -> dict[str, Path]:
+def write_tables(
+    out: Path, rows: list[Properties], demo: dict[str, Any], notes: list[str]
+) -> dict[str, Path]:
     """``properties.md`` and ``properties.json`` in ``out``, written atomically."""
     record = {
         "criteria": criteria_fields(),
         "tests": TESTS,
         "rows": [as_dict(r) for r in rows],
+        "notes": notes,
         "demonstrations": demo,
     }
     return {
-        "properties.md": atomic_write(out / "properties.md", markdown(rows, demo)),
+        "properties.md": atomic_write(out / "properties.md", markdown(rows, demo, notes)),
         "properties.json": atomic_write(out / "properties.json", json.dumps(record, indent=1)),
     }
 
 
 def pictures_of(
     scores: dict[str, Any], demo: dict[str, Any], trained: tuple[Any, Any] | None
-) -> dict[str, Figure]:
+) -> tuple[dict[str, Figure], list[str]]:
     """Every figure of the report by name (the bias figure only when a scheme has a bias, the
-    attention maps only with a trained run)."""
+    attention maps only with a trained run), and notes on the attention maps left out."""
     pictures = {
         "similarity": figures.similarity_figure(scores),
         "scores": figures.scores_figure(scores),
@@ -127,9 +187,10 @@ def pictures_of(
     }
     if demo["bias"]:
         pictures["bias_per_head"] = figures.bias_figure(demo["bias"])
-    if trained is not None:
-        pictures.update(attention_figures(*trained))
-    return pictures
+    if trained is None:
+        return pictures, []
+    maps, notes = attention_figures(*trained)
+    return pictures | maps, notes
 
 
 def write_pictures(out: Path, pictures: dict[str, Figure], text: str) -> dict[str, Path]:
@@ -166,11 +227,12 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     schemes = demos.fresh_schemes(names)
     probes = {name: make_probe(s.config) for name, s in schemes.items()}
-    rows, trained = measured_rows(
+    rows, trained, notes = measured_rows(
         names, schemes, probes, None if run_dir is None else Path(run_dir)
     )
     demo = demonstrations(names, schemes, SPAN, TRAIN_LENGTH)
     scores = {n: position_scores(schemes[n], probes[n], torch.arange(SPAN)) for n in names}
-    paths = write_tables(out, rows, demo)
-    pictures = pictures_of(scores, demo, trained)
-    return paths | write_pictures(out, pictures, markdown(rows, demo))
+    pictures, skipped = pictures_of(scores, demo, trained)
+    notes = [*notes, *skipped]
+    paths = write_tables(out, rows, demo, notes)
+    return paths | write_pictures(out, pictures, markdown(rows, demo, notes))
