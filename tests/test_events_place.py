@@ -23,23 +23,8 @@ from lab.common.events_place import (
 )
 
 CONFIG = str(Path(__file__).parents[1] / "configs" / "quick.yaml")
-TINY_TRAIN = [
-    "data.task=copy",
-    "data.train_min_length=2",
-    "data.train_max_length=3",
-    "model.d_model=32",
-    "model.n_layers=1",
-    "model.d_ff=64",
-    "train.steps=4",
-    "train.warmup_steps=1",
-    "train.eval_every=4",
-    "train.eval_samples=8",
-    "train.progress=false",
-    "eval.samples=8",
-    "eval.probe_samples=8",
-    "device=cpu",
-    "threads=1",
-]
+TINY_TRAIN = [*(f"data.{o}" if o.startswith("task=") else o for o in SWEEP_TINY), "device=cpu"]
+"""The sweep's tiny run as ``train.py`` overrides (``task=`` is a sweep's shorthand)."""
 
 
 def run_sweep(out_dir: Path, *overrides: str) -> int:
