@@ -414,16 +414,22 @@ def test_overwrite_leaves_no_report_figure_or_temporary_file(finished_run, tmp_p
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_bytes(data)
     (run / "notes.txt").write_text("keep me")
-    code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
-    assert code == 0
-    left = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
-    assert [p for p in left if not p.startswith("events.out.tfevents.")] == [
+    assert files_after_overwrite(run, capsys) == [
         ".lock",
         "checkpoint.pt",
         "config.yaml",
         "notes.txt",
     ]
     assert logged_steps(run) == list(range(1, 7))
+
+
+def files_after_overwrite(run, capsys) -> list[str]:
+    """Retrain ``run`` with ``--overwrite`` (another seed); the files left in it, its event
+    files aside (the new run's)."""
+    code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
+    assert code == 0
+    left = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+    return [p for p in left if not p.startswith("events.out.tfevents.")]
 
 
 def test_overwrite_removes_the_lm_reports_and_passkey_heatmaps_it_wrote(
@@ -449,15 +455,8 @@ def test_overwrite_removes_the_lm_reports_and_passkey_heatmaps_it_wrote(
     write_heatmap(PASSKEY[2], label)
     shutil.copy(run / "eval.json", label / "eval.json")
     (run / "lm_report.md.txt").write_text("mine")  # no name of the list: kept
-    code, _ = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run}", "--overwrite", "seed=1")
-    assert code == 0
-    left = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
-    assert [p for p in left if not p.startswith("events.out.tfevents.")] == [
-        ".lock",
-        "checkpoint.pt",
-        "config.yaml",
-        "lm_report.md.txt",
-    ]
+    kept = files_after_overwrite(run, capsys)
+    assert kept == [".lock", "checkpoint.pt", "config.yaml", "lm_report.md.txt"]
 
 
 def test_overwrite_keeps_a_file_named_eval_json_that_is_no_evaluation(
