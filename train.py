@@ -199,7 +199,7 @@ def print_result(result: TrainResult, config: Config) -> None:
     )
     run = shlex.quote(str(result.run_dir))
     print(f"test-set evaluation (eval.json, report, plots): python eval.py {run}")
-    from lab.common.events_place import events_folder
+    from lab.common.events.place import events_folder
 
     events = events_folder(result.run_dir, config.log_dir, config.data.task)
     print(f"tensorboard --logdir {shlex.quote(str(events))}")

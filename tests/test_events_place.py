@@ -1,4 +1,4 @@
-"""Where a run's TensorBoard events go (lab/common/events_place.py): only two places, each the
+"""Where a run's TensorBoard events go (lab/common/events/place.py): only two places, each the
 run's own; a sweep never takes over, nor deletes from, a folder it did not claim."""
 
 import json
@@ -12,7 +12,7 @@ import eval as eval_cli
 import sweep
 import train as train_cli
 from lab.common.config import ConfigError, load_config
-from lab.common.events_place import (
+from lab.common.events.place import (
     MARKER,
     SWEEP,
     check_events_root,

@@ -615,14 +615,14 @@ def test_a_full_disk_during_evals_tensorboard_write_is_one_line_and_no_torn_file
     capsys: pytest.CaptureFixture,
 ) -> None:
     import eval as eval_cli
-    import lab.common.event_files
+    import lab.common.events.files
 
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
     suffix = ".extrapolation"
     before = {p.name: p.read_bytes() for p in run.glob(f"events.out.tfevents.*{suffix}")}
     assert len(before) == 1  # the earlier evaluation's file
-    full_disk_at(monkeypatch, lab.common.event_files, room=200)
+    full_disk_at(monkeypatch, lab.common.events.files, room=200)
     code = eval_cli.main([str(run), "--no-progress", "eval.samples=8", "eval.probe_samples=8"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "Traceback" not in err and "Exception" not in err

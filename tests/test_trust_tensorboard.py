@@ -22,7 +22,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
 from lab.common.config import load_config, save_config
-from lab.common.events_place import events_folder, runs_root
+from lab.common.events.place import events_folder, runs_root
 from lab.evaluation.tensorboard import write_tensorboard
 from lab.reporting.sweep_tensorboard import (
     AUTO_SELECTED,
@@ -245,20 +245,20 @@ def test_a_full_disk_while_the_report_writes_its_tensorboard_runs_is_one_line(
     ``OSError`` line naming the file (no writer-thread traceback), and no torn event file."""
     import errno
 
-    import lab.common.event_files
+    import lab.common.events.files
 
     out, results = sweep
-    real = lab.common.event_files.atomic_writer
+    real = lab.common.events.files.atomic_writer
 
     def full_disk(path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(lab.common.event_files, "atomic_writer", full_disk)
+    monkeypatch.setattr(lab.common.events.files, "atomic_writer", full_disk)
     with pytest.raises(OSError) as error:
         write_sweep_tensorboard(results, out)
     assert error.value.errno == errno.ENOSPC and "\n" not in str(error.value)
     assert "cannot write" in str(error.value) and "_sweep" in str(error.value)
     assert not list((out / "_sweep").rglob("events.out.tfevents.*"))
-    monkeypatch.setattr(lab.common.event_files, "atomic_writer", real)
+    monkeypatch.setattr(lab.common.events.files, "atomic_writer", real)
     root = write_sweep_tensorboard(results, out)  # room again: every run written
     assert len(list(root.rglob(f"*{SUFFIX}"))) == 4

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
-from lab.common.events_place import MARKER, events_folder
+from lab.common.events.place import MARKER, events_folder
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
@@ -46,7 +46,7 @@ def checkpoint_path(run_dir: str | Path) -> Path:
 
 
 def saved_events_folder(run_dir: str | Path) -> Path:
-    """:func:`lab.common.events_place.events_folder` of the run in ``run_dir`` as its
+    """:func:`lab.common.events.place.events_folder` of the run in ``run_dir`` as its
     ``config.yaml`` says (``run_dir`` itself when the file is missing, unreadable, or names no
     ``log_dir`` or one that is not allowed)."""
     try:
@@ -298,7 +298,7 @@ def clear_run(run_dir: str | Path) -> list[Path]:
     """Delete the files the project wrote into a run folder (:func:`run_files`), then the
     folders of :data:`RUN_FOLDERS` left empty, and the event files of the run's events folder
     in its sweep's ``-runs`` folder when its ``config.yaml`` names one and that folder is
-    claimed (:mod:`lab.common.events_place`); every other file and folder stays. Everything
+    claimed (:mod:`lab.common.events.place`); every other file and folder stays. Everything
     is checked before anything is deleted: the folder must provably hold a run
     (:func:`is_run`) and be writable.
 

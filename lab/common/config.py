@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import available_tasks, task_class
-from lab.common.events_place import normalized_log_dir
+from lab.common.events.place import normalized_log_dir
 from lab.common.files import atomic_write
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
@@ -102,7 +102,7 @@ class Config:
         run_dir: folder for the config, checkpoint, TensorBoard events and evaluation.
         log_dir: where the run's TensorBoard events go: ``""`` (in ``run_dir``) or ``sweep``
             (``PARENT-runs/TASK/NAME`` beside the folder holding ``run_dir=PARENT/NAME``, as a
-            sweep sets it); :mod:`lab.common.events_place`. A fresh start or ``--overwrite``
+            sweep sets it); :mod:`lab.common.events.place`. A fresh start or ``--overwrite``
             clears the event files there (``--resume`` keeps them).
     """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.common.tb_tags import LENGTH_CURVES
+from lab.common.events.tags import LENGTH_CURVES
 from lab.diagnostics.columns import diagnostic_fields
 from lab.diagnostics.figures import run_figure
 

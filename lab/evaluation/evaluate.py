@@ -39,7 +39,7 @@ from lab.common.config import (
     config_from_dict,
     config_to_dict,
 )
-from lab.common.events_place import check_run_events, events_folder
+from lab.common.events.place import check_run_events, events_folder
 from lab.common.files import linked_below, safe_folder
 from lab.common.machine import machine_info
 from lab.common.runtime import compute_dtype, resolve_device
@@ -558,7 +558,27 @@ def evaluate_run(
         "step": step if isinstance(step, int) else None,
         "sha256": digest,
     }
-    safe_folder(destination, root)  # created only now, when a file goes into it
+    write_evaluation(result, run_dir, config, (destination, root, events))
+    return result
+
+
+def write_evaluation(
+    result: dict[str, Any],
+    run_dir: str | Path,
+    config: Config,
+    places: tuple[Path, str | Path, Path],
+) -> None:
+    """Write ``result`` (``eval.json``'s content) of the run in ``run_dir`` (its saved config
+    ``config``, whose own ``run_dir`` may name where it was trained): ``eval.json`` (and a
+    passkey heatmap) into ``destination``, created below ``root`` now, when a file goes into
+    it, and its TensorBoard events into ``events``; ``places`` is ``(destination, root,
+    events)`` as :func:`evaluate_run` checked them.
+
+    Raises:
+        OSError: a folder on the way is a link or cannot be written.
+    """
+    destination, root, events = places
+    safe_folder(destination, root)
     if events != destination:
         check_run_events(run_dir, config.log_dir, claim=True)
         safe_folder(events, events_folder(run_dir, config.log_dir, config.data.task))
@@ -566,12 +586,11 @@ def evaluate_run(
     write_tensorboard(result, events)
     if result.get("passkey"):
         write_heatmap(result, destination)
-    return result
 
 
 def evaluation_events_folder(run_dir: str | Path, config: Config, destination: str | Path) -> Path:
     """Where an evaluation written to ``destination`` puts its TensorBoard events: for a run
-    with ``log_dir=sweep`` (:func:`lab.common.events_place.events_folder`), ``destination``'s
+    with ``log_dir=sweep`` (:func:`lab.common.events.place.events_folder`), ``destination``'s
     place below the run folder taken below the run's events folder (``RUN/evaluations/LABEL``
     -> ``EVENTS/evaluations/LABEL``); else, or for a ``destination`` outside the run folder
     (``eval.py RUN --out DIR``), ``destination`` itself."""
@@ -588,7 +607,7 @@ def evaluation_events_folder(run_dir: str | Path, config: Config, destination: s
 def check_events_destination(events: Path, run_dir: str | Path, config: Config) -> None:
     """Refuse an evaluation whose TensorBoard events cannot be written to ``events``: a file
     stands on its way, or the sweep's events folder is not the run's own
-    (:func:`lab.common.events_place.check_run_events`).
+    (:func:`lab.common.events.place.check_run_events`).
 
     Raises:
         OSError: one line naming the file or folder (nothing was written).

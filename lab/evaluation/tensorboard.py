@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.common.event_files import EventLog
-from lab.common.tb_tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
+from lab.common.events.files import EventLog
+from lab.common.events.tags import LENGTH_COMPARE, LENGTH_CURVES, RUN_FIGURE
 from lab.diagnostics.tensorboard import write_diagnostics
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import run_label, scheme_label
@@ -23,8 +23,8 @@ def write_tensorboard(result: dict[str, Any], run_dir: str | Path) -> None:
 
     - ``by_length_set_smoothing_0/exact_match`` and ``.../token_accuracy`` (step = length,
       supported lengths), mirrored as ``compare/TASK/exact_match_by_length_set_smoothing_0``
-      for the task's Custom Scalars group (:mod:`lab.common.tb_tags`: the name says smoothing must
-      be 0, since the step is a length);
+      for the task's Custom Scalars group (:mod:`lab.common.events.tags`: the name says
+      smoothing must be 0, since the step is a length);
     - the same curve as a figure, ``figures/accuracy_vs_length`` (Images tab; no smoothing);
     - the test-set ``headline/*`` metrics of the HParams tab (:func:`headline_scalars`);
     - the diagnostics against length and their figure

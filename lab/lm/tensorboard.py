@@ -8,7 +8,7 @@
   ``compare/TASK/lm_loss_by_position_set_smoothing_0``, which the Custom Scalars group
   ``task TASK: language model`` (:func:`lm_layout`) draws with one line per run, so the schemes of
   one task compare on one chart (the step is not a training step: set Smoothing to 0,
-  :mod:`lab.common.tb_tags`); the run's layout also keeps the training's group
+  :mod:`lab.common.events.tags`); the run's layout also keeps the training's group
   (:func:`lab.training.run_logs.comparison_layout`), since TensorBoard reads one layout per run;
 - the two figures of the run (``figures/perplexity_vs_length``, ``figures/loss_vs_position``) in
   the Images tab, which no smoothing slider changes.
@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lab.common.event_files import EventLog
-from lab.common.tb_tags import LENGTH_CURVES
+from lab.common.events.files import EventLog
+from lab.common.events.tags import LENGTH_CURVES
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
 from lab.training.run_logs import comparison_layout
 
@@ -74,7 +74,7 @@ def write_lm_tensorboard(result: dict[str, Any], folder: str | Path) -> None:
 
     Raises:
         OSError: the event file cannot be written (one line,
-            :meth:`lab.common.event_files.EventLog.write`); the earlier file is kept.
+            :meth:`lab.common.events.files.EventLog.write`); the earlier file is kept.
     """
     writer = EventLog()  # written at once, atomically: a full disk is one line, no torn file
     for tag, points in lm_scalars(result).items():

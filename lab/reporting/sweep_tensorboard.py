@@ -16,7 +16,7 @@
   the runs hold diagnostics), which no smoothing slider changes.
 
 These are the only runs below ``OUT_DIR`` (the runs' own events are beside it,
-:func:`lab.common.events_place.runs_root`): as many as schemes plus one, however many tasks and
+:func:`lab.common.events.place.runs_root`): as many as schemes plus one, however many tasks and
 seeds, so TensorBoard's Scalars, Custom Scalars and Images tabs select them all when they open
 (those tabs select no run when there are more than :data:`AUTO_SELECTED`).
 :func:`tensorboard_url` gives a link that opens the Time Series tab on them with smoothing 0.
@@ -33,9 +33,9 @@ from urllib.parse import quote
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from lab.common.checkpoint import saved_events_folder
-from lab.common.event_files import EventLog
+from lab.common.events.files import EventLog
+from lab.common.events.tags import LENGTH_CURVES
 from lab.common.files import safe_folder
-from lab.common.tb_tags import LENGTH_CURVES
 from lab.diagnostics.figures import attention_figure
 from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length

@@ -63,9 +63,9 @@ def report(
 def tensorboard_lines(out_dir: Path, means: bool) -> list[str]:
     """Where the sweep's TensorBoard runs are: the comparison in ``out_dir`` (the mean runs,
     when ``means`` says they were written, and the figures) with the link that opens it, and
-    the runs' own, one task at a time, beside it (:func:`lab.common.events_place.runs_root`)."""
+    the runs' own, one task at a time, beside it (:func:`lab.common.events.place.runs_root`)."""
     from lab.common.checkpoint import EVENTS
-    from lab.common.events_place import runs_root
+    from lab.common.events.place import runs_root
     from lab.reporting.sweep_tensorboard import tensorboard_url
 
     lines = [f"TensorBoard: tensorboard --logdir {shlex.quote(str(out_dir))}"]

@@ -8,7 +8,7 @@ A sweep file (YAML, see ``configs/ablation.yaml``) has four sections::
     when: {data.task=copy: {...}}   # extra values for runs whose grid value matches
 
 Runs go to ``OUT_DIR/NAME/``; their TensorBoard events to ``OUT_DIR-runs/TASK/NAME/`` (each
-run's ``log_dir=sweep``, :mod:`lab.common.events_place`), so that ``tensorboard --logdir
+run's ``log_dir=sweep``, :mod:`lab.common.events.place`), so that ``tensorboard --logdir
 OUT_DIR`` lists only the sweep's comparison (:mod:`lab.reporting.sweep_tensorboard`: a run per
 scheme and the figures), few enough runs for TensorBoard to show them all at once, however many
 seeds. A run trained before this layout keeps its events in its own folder.
@@ -53,7 +53,7 @@ from lab.common.config import (
     load_yaml,
     with_overrides,
 )
-from lab.common.events_place import SWEEP, check_events_root, claim_events_root, runs_root
+from lab.common.events.place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import SWEEP_JSON, output_problem
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
@@ -70,7 +70,7 @@ class Sweep:
 
     Attributes:
         out_dir: folder of the runs, the report and the sweep's TensorBoard runs (the runs'
-            own TensorBoard events go to :func:`lab.common.events_place.runs_root`).
+            own TensorBoard events go to :func:`lab.common.events.place.runs_root`).
         base: dotted ``key=value`` overrides shared by every run.
         grid: dotted key -> values; every combination is one run.
         when: ``"key=value"`` -> dotted overrides added to runs whose ``key`` has ``value``.
@@ -467,7 +467,7 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
     Raises:
         OSError: one line naming the link.
     """
-    from lab.common.events_place import events_folder
+    from lab.common.events.place import events_folder
 
     link = linked_below(config.run_dir, out_dir)
     if link is not None:

@@ -59,7 +59,7 @@ from lab.common.config import (
     config_from_dict,
     with_overrides,
 )
-from lab.common.events_place import check_run_events, events_folder
+from lab.common.events.place import check_run_events, events_folder
 from lab.common.outputs import output_problem
 from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult

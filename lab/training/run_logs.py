@@ -23,8 +23,8 @@ from torch.utils.tensorboard.summary import hparams as hparams_summary
 from data import Batch, Task
 from data.streams import SAMPLE_STREAM, data_rng, validation_set
 from lab.common.config import Config, config_to_dict
+from lab.common.events.tags import LENGTH_CHART, LENGTH_COMPARE
 from lab.common.runtime import autocast
-from lab.common.tb_tags import LENGTH_CHART, LENGTH_COMPARE
 from lab.evaluation.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
 from lab.evaluation.metrics import score_answers
 from lab.lm.windows import validation_windows

@@ -17,11 +17,11 @@ What survives what:
   ``resume`` redoes it before the next step (its TensorBoard point, samples and early-stopping
   test), so a resumed run stops at the step and with the weights of an uninterrupted one.
 - Events of steps after the checkpoint a run resumes from are dropped (``purge_step``, and
-  removed from the event files: :func:`lab.common.event_files.drop_events_after`), and a fresh
+  removed from the event files: :func:`lab.common.events.files.drop_events_after`), and a fresh
   start clears the files of a run stopped before its first checkpoint (and every event file in
   the sweep's events folder of a ``log_dir=sweep`` run, :func:`lab.common.checkpoint.clear_events`),
   so every step is in the event files once. The events go to
-  :func:`lab.common.events_place.events_folder` (the run folder unless ``log_dir=sweep``, as a
+  :func:`lab.common.events.place.events_folder` (the run folder unless ``log_dir=sweep``, as a
   sweep sets it).
 - On resume, the config must equal the saved config except for
   :data:`lab.common.config.RESUME_KEYS` (see :func:`lab.training.resume.resume_config`); a
@@ -58,8 +58,8 @@ from lab.common.checkpoint import (
     remove_partial_writes,
 )
 from lab.common.config import Config, ConfigError, save_config
-from lab.common.event_files import drop_events_after
-from lab.common.events_place import check_run_events, events_folder
+from lab.common.events.files import drop_events_after
+from lab.common.events.place import check_run_events, events_folder
 from lab.common.runlock import run_lock
 from lab.common.runtime import (
     Interrupt,
