@@ -167,6 +167,47 @@ def test_hybrids_are_causal_and_train(values):
 
 
 # ---------------------------------------------------------------------------------------------
+# Every registered scheme trains in a head split and in a layout, or is refused in one line
+# ---------------------------------------------------------------------------------------------
+
+
+def loss_of(model: Transformer, idx: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of ``idx`` ``(B, T)``."""
+    logits = model(idx[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+
+
+@pytest.mark.parametrize("mode", ["data", "bias", "fixed"])
+def test_fox_in_a_head_split_reads_the_keys_of_its_own_heads(mode):
+    """FoX on 2 of 4 heads: its data gate is sized to the keys of its heads (2 * Dh wide, not
+    D), so its bias does not change with the other heads' keys; every mode trains."""
+    model = model_of(heads="fox:2+none:2", options={"fox": {"mode": mode}})
+    fox = model.position.members["fox_2"]
+    if mode == "data":
+        assert fox.gate_weight.shape == (3, 2, 2 * 16)  # (layers, its heads, its keys' width)
+    q, k = torch.randn(2, 2, 4, 10, 16, generator=torch.Generator().manual_seed(3))
+    state = model.position.prepare(None, 10)
+
+    def bias_of(keys: torch.Tensor) -> torch.Tensor:  # layer 1's bias (B or 1, H, T, T)
+        if mode == "fixed":  # ALiBi's decay with the slopes of 2 heads, shared by the layers
+            return model.position.score_bias(None, 10)
+        return model.position.layer(1, q, keys, state).bias_window()
+
+    other = k.clone()
+    other[:, 2:] = torch.randn(2, 2, 10, 16)
+    bias = bias_of(k)
+    assert torch.equal(bias_of(other), bias)
+    assert torch.equal(bias[:, 2:], torch.zeros(2 if mode == "data" else 1, 2, 10, 10))
+    if mode == "fixed":
+        distance = torch.arange(10).view(-1, 1) - torch.arange(10)
+        expected = -alibi_slopes(2).view(2, 1, 1) * distance
+        torch.testing.assert_close(bias[0, :2], expected, rtol=0, atol=0)
+    model.train()
+    loss_of(model, tokens(12)).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
 # Sliding windows
 # ---------------------------------------------------------------------------------------------
 
