@@ -438,6 +438,20 @@ def test_the_examples_build_their_hybrids(name):
         ("model.heads=cope:2+none:2 model.causal=false", r"cope is causal only"),
         ("model.heads=pope:2+rope:2", r"pope makes its queries and keys wider than the head"),
         ("model.layout=rope,pope:3+none,rope", r"cannot share a layer's heads with another"),
+        ("model.heads=learned:2+rope:2", r"^model.heads='learned:2\+rope:2': learned adds"),
+        ("model.layout=rope,stickbreaking,rope", r"^model.layout='rope,stickbreaking,rope': "),
+        (
+            "model.position=stickbreaking model.nope_every=3 model.window=4",
+            r"^model.nope_every=3: stickbreaking replaces the softmax of every layer and head",
+        ),  # the layout is refused first: without the window it would still be refused
+        (
+            "model.layout=stickbreaking@4,stickbreaking,stickbreaking",
+            r"^model.position='stickbreaking' with a sliding window \(model.layout='stick",
+        ),  # a window from @W names model.layout, not a model.window the user did not give
+        (
+            "model.position=stickbreaking model.window=4",
+            r"^model.position='stickbreaking' with a sliding window \(model.window\) is not",
+        ),
     ],
 )
 def test_bad_layouts_stop_in_one_line(override, message):
