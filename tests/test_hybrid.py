@@ -16,7 +16,14 @@ from lab.evaluation.labels import scheme_label
 from lab.sweeps.sweep import expand, load_sweep, run_identity
 from model import ModelConfig, Transformer, blocked_attention
 from model.layout import resolve_layout
-from model.position import alibi_bias, alibi_slopes, apply_rope
+from model.position import (
+    PositionScheme,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    available_schemes,
+    scheme_class,
+)
 from model.position.layout import LayeredPositions
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -46,7 +53,7 @@ def composite_of(scheme: str) -> Transformer:
     return Transformer(config).eval()
 
 
-@pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "t5", "kerple", "fire", "cope"])
+@pytest.mark.parametrize("scheme", available_schemes())
 def test_a_composite_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
     """The composite around one member X draws the same weights and gives the very same logits
     as ``position=X``; a plain model loads its saved weights (old runs of such a layout)."""
@@ -170,11 +177,61 @@ def test_hybrids_are_causal_and_train(values):
 # Every registered scheme trains in a head split and in a layout, or is refused in one line
 # ---------------------------------------------------------------------------------------------
 
+TINY = ["model.d_model=16", "model.n_heads=4", "model.n_layers=2", "model.d_ff=32"]
+"""A 2-layer model of 4 heads of width 4 (the task's vocabulary)."""
+
+
+def hybrid_value(scheme: str, key: str) -> str:
+    """``scheme`` beside another scheme (rope, or none for rope): on half the heads of every
+    layer (``heads``), or on the first of two layers (``layout``)."""
+    other = "none" if scheme == "rope" else "rope"
+    return f"{scheme}:2+{other}:2" if key == "heads" else f"{scheme},{other}"
+
+
+def refuses(scheme: str, key: str) -> bool:
+    """Whether the scheme's class says a hybrid of ``key`` cannot run it: one that adds to the
+    token embeddings or replaces softmax needs every layer and head, one that widens the heads
+    whole layers."""
+    cls = scheme_class(scheme)
+    whole = cls.replaces_softmax or cls.embedding is not PositionScheme.embedding
+    return whole or (key == "heads" and cls.widens_heads)
+
 
 def loss_of(model: Transformer, idx: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy of ``idx`` ``(B, T)``."""
     logits = model(idx[:, :-1])
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+
+
+@pytest.mark.parametrize("key", ["heads", "layout"])
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_every_scheme_trains_in_a_head_split_and_a_layout_or_is_refused(scheme, key):
+    """Built from the config a run would use: a causal model whose loss and every gradient are
+    finite and whose train step keeps the loss finite; or, where the scheme's class says so,
+    a ConfigError of one line naming the key, its value and the scheme (never a crash)."""
+    value = hybrid_value(scheme, key)
+    if refuses(scheme, key):
+        with pytest.raises(ConfigError) as error:
+            load_config(None, [*TINY, f"model.{key}={value}"])
+        message = str(error.value)
+        assert message.startswith(f"model.{key}={value!r}: {scheme} ") and "\n" not in message
+        return
+    config = load_config(None, [*TINY, f"model.{key}={value}"]).model
+    torch.manual_seed(0)
+    model = Transformer(config)
+    assert isinstance(model.position, LayeredPositions)
+    idx = torch.randint(0, config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(1))
+    later = idx.clone()
+    later[:, 8:] = (later[:, 8:] + 1) % config.vocab_size
+    with torch.no_grad():
+        assert torch.equal(model(idx)[:, :8], model(later)[:, :8])  # causal
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loss = loss_of(model, idx)
+    loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all(), name
+    optimizer.step()
+    assert torch.isfinite(loss) and torch.isfinite(loss_of(model, idx))
 
 
 @pytest.mark.parametrize("mode", ["data", "bias", "fixed"])
