@@ -141,7 +141,7 @@ class ModelConfig:
             raise ValueError(  # a layout's schemes: check_layout names the key
                 f"model.position={self.position!r} is causal only; set model.causal=true"
             )
-        check_layout(layers, self.n_heads, self.causal)
+        check_layout(layers, self.n_heads, self.causal, self._layout_key())
         members = [] if is_plain(layers, self.position, self.n_heads) else scheme_names(layers)
         options = {}
         for name in {**dict(self.options), self.position: {}, **dict.fromkeys(members)}:
@@ -152,10 +152,17 @@ class ModelConfig:
         self._layers = None if not members else layers
         self._windows = tuple(layer.window for layer in layers)
         self._member_options = {name: options[name] for name in members}
-        check_attention_combination(self.position, self.softmax_scale, self._windows, members)
+        window_key = "model.window" if self.window is not None else self._layout_key()
+        check_attention_combination(self.position, self.softmax_scale, self._windows, window_key)
         for member in member_configs(self, layers, options).values() if members else ():
             scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
+
+    def _layout_key(self) -> str:
+        """The key that sets the layout, with its value, for messages: ``model.layout='...'``,
+        ``model.heads='...'``, ``model.nope_every=k``, else ``model.position='...'``."""
+        name = next((k for k in ("layout", "heads", "nope_every") if getattr(self, k)), "position")
+        return f"model.{name}={getattr(self, name)!r}"
 
     def _check_attention_keys(self) -> None:
         """Raise ValueError (one line) for a bad ``randomized_eval``, ``attention_kernel`` or
@@ -251,32 +258,30 @@ class ModelConfig:
 
 
 def check_attention_combination(
-    position: str, softmax_scale: str, windows: tuple[int | None, ...], members: list[str]
+    position: str, softmax_scale: str, windows: tuple[int | None, ...], window_key: str
 ) -> None:
     """Refuse, in one line, the combinations whose attention would silently be wrong: a
     length-aware softmax counts every key a query sees under the causal mask, not a sliding
-    window's; stick-breaking replaces the softmax of a whole layer, so it cannot share a layer's
-    heads with another scheme.
+    window's, and a scheme that replaces softmax (stick-breaking) ignores the window's mask.
+    ``window_key`` names the key that set a window (``model.window``, or the layout of ``@W``
+    entries). A scheme that replaces softmax in a hybrid layout is refused before, by
+    :func:`model.layout.check_layout`.
 
     Raises:
-        ValueError: ``softmax_scale`` other than ``none`` or ``stickbreaking`` with a window
-            (its weights ignore the mask), or ``stickbreaking`` among a hybrid layout's schemes.
+        ValueError: ``softmax_scale`` other than ``none``, or a ``position`` that replaces
+            softmax, with a window.
     """
     windowed = any(w is not None for w in windows)
-    if position == "stickbreaking" and windowed:
+    if scheme_class(position).replaces_softmax and windowed:
         raise ValueError(
-            "model.position='stickbreaking' with model.window is not supported (its weights "
-            "ignore the sliding-window mask); use model.window=null"
+            f"model.position={position!r} with a sliding window ({window_key}) is not supported "
+            "(its weights ignore the sliding-window mask); use global attention: "
+            "model.window=null and no @W in model.layout"
         )
     if softmax_scale != "none" and windowed:
         raise ValueError(
             f"model.softmax_scale={softmax_scale!r} with a sliding window is not supported (its "
             "log n counts every key of the causal mask); use softmax_scale=none or no window"
-        )
-    if "stickbreaking" in members:
-        raise ValueError(
-            "stickbreaking in model.layout/heads/nope_every is not supported (it replaces the "
-            "softmax of a whole layer); use model.position=stickbreaking alone"
         )
 
 

@@ -154,31 +154,34 @@ def resolve_layout(
     )
 
 
-def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool) -> None:
-    """Check what a layout asks of its schemes: a scheme that adds to the token embeddings acts
-    on every layer and head, so it must have all of them; a causal-only scheme needs
-    ``model.causal=true``; a scheme that widens the heads (PoPE) takes whole layers.
+def check_layout(layers: tuple[LayerLayout, ...], n_heads: int, causal: bool, key: str) -> None:
+    """Check what a layout asks of its schemes: a scheme that adds to the token embeddings, or
+    that replaces softmax (stick-breaking), acts on every layer and head, so it must have all of
+    them; a causal-only scheme needs ``model.causal=true``; a scheme that widens the heads
+    (PoPE) takes whole layers. ``key`` names the key (and value) that set the layout.
 
     Raises:
-        ValueError: one line naming the scheme.
+        ValueError: one line naming ``key`` and the scheme.
     """
     shared = {g.scheme for layer in layers if len(layer.groups) > 1 for g in layer.groups}
     for name in scheme_names(layers):
         cls = scheme_class(name)
         everywhere = all(layer.groups == (Group(name, n_heads),) for layer in layers)
-        if cls.embedding is not PositionScheme.embedding and not everywhere:
+        why = "adds its positions to the token embeddings, before any layer"
+        if cls.replaces_softmax:
+            why = "replaces the softmax of every layer and head by its own weights"
+        whole = cls.replaces_softmax or cls.embedding is not PositionScheme.embedding
+        if whole and not everywhere:
             raise ValueError(
-                f"model.layout: {name} adds its positions to the token embeddings, before any "
-                "layer, so it cannot be given to some layers or heads only; use "
-                f"model.position={name}"
+                f"{key}: {name} {why}, so it cannot be given to some layers or heads only; use "
+                f"model.position={name} without model.layout, model.heads or model.nope_every"
             )
         if not causal and not cls.bidirectional:
-            raise ValueError(f"model.layout: {name} is causal only; set model.causal=true")
+            raise ValueError(f"{key}: {name} is causal only; set model.causal=true")
         if cls.widens_heads and name in shared:  # a layer's heads split with another scheme
             raise ValueError(
-                f"model.layout: {name} makes its queries and keys wider than the head, so it "
-                "cannot share a layer's heads with another scheme (model.heads); give it whole "
-                "layers"
+                f"{key}: {name} makes its queries and keys wider than the head, so it cannot "
+                "share a layer's heads with another scheme (model.heads); give it whole layers"
             )
 
 

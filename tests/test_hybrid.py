@@ -16,7 +16,14 @@ from lab.evaluation.labels import scheme_label
 from lab.sweeps.sweep import expand, load_sweep, run_identity
 from model import ModelConfig, Transformer, blocked_attention
 from model.layout import resolve_layout
-from model.position import alibi_bias, alibi_slopes, apply_rope
+from model.position import (
+    PositionScheme,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    available_schemes,
+    scheme_class,
+)
 from model.position.layout import LayeredPositions
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -46,7 +53,7 @@ def composite_of(scheme: str) -> Transformer:
     return Transformer(config).eval()
 
 
-@pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "t5", "kerple", "fire", "cope"])
+@pytest.mark.parametrize("scheme", available_schemes())
 def test_a_composite_of_one_scheme_everywhere_equals_the_scheme_alone_bit_for_bit(scheme):
     """The composite around one member X draws the same weights and gives the very same logits
     as ``position=X``; a plain model loads its saved weights (old runs of such a layout)."""
@@ -164,6 +171,97 @@ def test_hybrids_are_causal_and_train(values):
     model.train()
     model(idx).logsumexp(-1).mean().backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# Every registered scheme trains in a head split and in a layout, or is refused in one line
+# ---------------------------------------------------------------------------------------------
+
+TINY = ["model.d_model=16", "model.n_heads=4", "model.n_layers=2", "model.d_ff=32"]
+"""A 2-layer model of 4 heads of width 4 (the task's vocabulary)."""
+
+
+def hybrid_value(scheme: str, key: str) -> str:
+    """``scheme`` beside another scheme (rope, or none for rope): on half the heads of every
+    layer (``heads``), or on the first of two layers (``layout``)."""
+    other = "none" if scheme == "rope" else "rope"
+    return f"{scheme}:2+{other}:2" if key == "heads" else f"{scheme},{other}"
+
+
+def refuses(scheme: str, key: str) -> bool:
+    """Whether the scheme's class says a hybrid of ``key`` cannot run it: one that adds to the
+    token embeddings or replaces softmax needs every layer and head, one that widens the heads
+    whole layers."""
+    cls = scheme_class(scheme)
+    whole = cls.replaces_softmax or cls.embedding is not PositionScheme.embedding
+    return whole or (key == "heads" and cls.widens_heads)
+
+
+def loss_of(model: Transformer, idx: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of ``idx`` ``(B, T)``."""
+    logits = model(idx[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+
+
+@pytest.mark.parametrize("key", ["heads", "layout"])
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_every_scheme_trains_in_a_head_split_and_a_layout_or_is_refused(scheme, key):
+    """Built from the config a run would use: a causal model whose loss and every gradient are
+    finite and whose train step keeps the loss finite; or, where the scheme's class says so,
+    a ConfigError of one line naming the key, its value and the scheme (never a crash)."""
+    value = hybrid_value(scheme, key)
+    if refuses(scheme, key):
+        with pytest.raises(ConfigError) as error:
+            load_config(None, [*TINY, f"model.{key}={value}"])
+        message = str(error.value)
+        assert message.startswith(f"model.{key}={value!r}: {scheme} ") and "\n" not in message
+        return
+    config = load_config(None, [*TINY, f"model.{key}={value}"]).model
+    torch.manual_seed(0)
+    model = Transformer(config)
+    assert isinstance(model.position, LayeredPositions)
+    idx = torch.randint(0, config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(1))
+    later = idx.clone()
+    later[:, 8:] = (later[:, 8:] + 1) % config.vocab_size
+    with torch.no_grad():
+        assert torch.equal(model(idx)[:, :8], model(later)[:, :8])  # causal
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loss = loss_of(model, idx)
+    loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all(), name
+    optimizer.step()
+    assert torch.isfinite(loss) and torch.isfinite(loss_of(model, idx))
+
+
+@pytest.mark.parametrize("mode", ["data", "bias", "fixed"])
+def test_fox_in_a_head_split_reads_the_keys_of_its_own_heads(mode):
+    """FoX on 2 of 4 heads: its data gate is sized to the keys of its heads (2 * Dh wide, not
+    D), so its bias does not change with the other heads' keys; every mode trains."""
+    model = model_of(heads="fox:2+none:2", options={"fox": {"mode": mode}})
+    fox = model.position.members["fox_2"]
+    if mode == "data":
+        assert fox.gate_weight.shape == (3, 2, 2 * 16)  # (layers, its heads, its keys' width)
+    q, k = torch.randn(2, 2, 4, 10, 16, generator=torch.Generator().manual_seed(3))
+    state = model.position.prepare(None, 10)
+
+    def bias_of(keys: torch.Tensor) -> torch.Tensor:  # layer 1's bias (B or 1, H, T, T)
+        if mode == "fixed":  # ALiBi's decay with the slopes of 2 heads, shared by the layers
+            return model.position.score_bias(None, 10)
+        return model.position.layer(1, q, keys, state).bias_window()
+
+    other = k.clone()
+    other[:, 2:] = torch.randn(2, 2, 10, 16)
+    bias = bias_of(k)
+    assert torch.equal(bias_of(other), bias)
+    assert torch.equal(bias[:, 2:], torch.zeros(2 if mode == "data" else 1, 2, 10, 10))
+    if mode == "fixed":
+        distance = torch.arange(10).view(-1, 1) - torch.arange(10)
+        expected = -alibi_slopes(2).view(2, 1, 1) * distance
+        torch.testing.assert_close(bias[0, :2], expected, rtol=0, atol=0)
+    model.train()
+    loss_of(model, tokens(12)).backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,6 +497,20 @@ def test_the_examples_build_their_hybrids(name):
         ("model.heads=cope:2+none:2 model.causal=false", r"cope is causal only"),
         ("model.heads=pope:2+rope:2", r"pope makes its queries and keys wider than the head"),
         ("model.layout=rope,pope:3+none,rope", r"cannot share a layer's heads with another"),
+        ("model.heads=learned:2+rope:2", r"^model.heads='learned:2\+rope:2': learned adds"),
+        ("model.layout=rope,stickbreaking,rope", r"^model.layout='rope,stickbreaking,rope': "),
+        (
+            "model.position=stickbreaking model.nope_every=3 model.window=4",
+            r"^model.nope_every=3: stickbreaking replaces the softmax of every layer and head",
+        ),  # the layout is refused first: without the window it would still be refused
+        (
+            "model.layout=stickbreaking@4,stickbreaking,stickbreaking",
+            r"^model.position='stickbreaking' with a sliding window \(model.layout='stick",
+        ),  # a window from @W names model.layout, not a model.window the user did not give
+        (
+            "model.position=stickbreaking model.window=4",
+            r"^model.position='stickbreaking' with a sliding window \(model.window\) is not",
+        ),
     ],
 )
 def test_bad_layouts_stop_in_one_line(override, message):

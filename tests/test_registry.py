@@ -61,10 +61,11 @@ def test_v1_schemes_give_the_logits_recorded_before_the_interface_changed():
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("randomized", [0, 64])
 def test_path_attributes_say_what_the_hooks_return(scheme, randomized, make_model):
-    """``shared_bias``, ``fixed_bias``, ``windowed_layer_bias`` and ``widens_heads`` choose the
-    attention path or check a layout without calling a hook: they must say what the hooks
-    return, at default and explicit positions, causal and (where supported) bidirectional, with
-    T5's ``per_layer`` (an option that decides it), and around randomized positions."""
+    """``shared_bias``, ``fixed_bias``, ``windowed_layer_bias``, ``widens_heads`` and
+    ``replaces_softmax`` choose the attention path or check a layout without calling a hook:
+    they must say what the hooks return, at default and explicit positions, causal and (where
+    supported) bidirectional, with T5's ``per_layer`` (an option that decides it), and around
+    randomized positions."""
     t = 9
     variants = [{"causal": True}]
     if scheme_class(scheme).bidirectional:
@@ -81,6 +82,7 @@ def test_path_attributes_say_what_the_hooks_return(scheme, randomized, make_mode
             assert position.shared_bias == (bias is not None), (overrides, positions)
             assert position.windowed_layer_bias == (scores.window is not None), overrides
             assert position.widens_heads == (scores.q.shape[-1] > q.shape[-1]), overrides
+            assert position.replaces_softmax == (scores.weights is not None), overrides
         if position.fixed_bias:  # a fixed function of T: a shared bias without parameters
             assert position.shared_bias and not list(position.parameters())
 

@@ -130,6 +130,10 @@ class PositionScheme(nn.Module):
     widens_heads: ClassVar[bool] = False
     """``layer`` returns queries and keys wider than ``head_dim`` (PoPE: twice), so the scheme
     cannot share a layer's heads with another scheme (:func:`model.layout.check_layout`)."""
+    replaces_softmax: ClassVar[bool] = False
+    """``layer`` returns the attention weights themselves (``Scores.weights``: stick-breaking),
+    which ignore the mask: the scheme takes every layer and head (no ``model.layout``,
+    ``model.heads`` or ``model.nope_every``) and global attention (no sliding window)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass that overrides :meth:`score_bias` has a shared bias (``shared_bias``)."""

@@ -8,11 +8,12 @@ score of query ``i`` for key ``j <= i`` gains ``D_ij = sum_{l=j+1..i} log f_l = 
 
 - ``data`` (default, "full"): the gate of every token from the layer's input. The interface
   hands a scheme the layer's queries and keys, not its input ``x``, so the gate reads the
-  layer's keys of every head, ``k_t = W_k LN(x_t)`` (width ``D``):
-  ``f_t = sigmoid(w_h^T k_t + b_h)``. Where ``W_k`` is invertible this is the paper's family
-  of gates (``w^T x = (W_k^{-T} w)^T W_k x``); the difference is that the gate shares the key
-  projection, so its gradient also trains ``W_k``. ``w`` starts at GPT-2's std 0.02 and ``b`` at
-  0, as the paper's code (``f`` near 1/2 at first).
+  layer's keys of every head it serves, ``k_t = W_k LN(x_t)`` (width ``H Dh``: ``D`` alone,
+  its heads' share in a head split, ``model.heads``): ``f_t = sigmoid(w_h^T k_t + b_h)``.
+  Where ``W_k`` is invertible this is the paper's family of gates
+  (``w^T x = (W_k^{-T} w)^T W_k x``); the difference is that the gate shares the key
+  projection, so its gradient also trains ``W_k``. ``w`` starts at GPT-2's std 0.02 and ``b``
+  at 0, as the paper's code (``f`` near 1/2 at first).
 - ``bias`` ("bias_only"): a data-independent gate ``sigmoid(b_h)`` per layer and head, ``b``
   learned from 0, so ``D_ij = (i - j) log sigmoid(b_h)``.
 - ``fixed``: ``f_h = exp(-m_h)`` with ALiBi's slopes ``m_h`` (:func:`alibi_slopes`), the same in
@@ -98,10 +99,10 @@ class ForgettingPosition(PositionScheme):
         fixed = options.mode == "fixed"
         self.shared_bias = self.fixed_bias = fixed
         self.windowed_layer_bias = not fixed
-        h, layers = config.n_heads, config.n_layers
+        h, layers = config.n_heads, config.n_layers  # in a head split: its heads, its layers
         self.register_buffer("slopes", alibi_slopes(h), persistent=False)
-        if options.mode == "data":
-            self.gate_weight = nn.Parameter(torch.zeros(layers, h, config.d_model))
+        if options.mode == "data":  # (L, H, H * Dh): reads the keys of the heads it serves
+            self.gate_weight = nn.Parameter(torch.zeros(layers, h, h * config.head_dim))
         if options.mode in ("data", "bias"):
             self.gate_bias = nn.Parameter(torch.zeros(layers, h))
         self.reset_parameters()
@@ -125,11 +126,11 @@ class ForgettingPosition(PositionScheme):
 
     def prefix(self, index: int, k: Tensor, positions: Tensor | None) -> Tensor:
         """Layer ``index``'s ``c_t``, float32 ``(1 or B, H, T)``: ``data``: the cumulative sum
-        of ``log f_t``, each gate from token ``t``'s keys (``k`` is ``(B, H, T, Dh)``);
-        ``bias``: ``p_t log sigmoid(b_h)``."""
+        of ``log f_t``, each gate from token ``t``'s keys of this scheme's heads (``k`` is
+        ``(B, H, T, Dh)``); ``bias``: ``p_t log sigmoid(b_h)``."""
         b = self.gate_bias[index]  # (H,)
         if self.options.mode == "data":
-            keys = k.transpose(1, 2).flatten(2)  # (B, T, H * Dh): the layer's keys, all heads
+            keys = k.transpose(1, 2).flatten(2)  # (B, T, H * Dh): the keys of its heads
             logits = keys.float() @ self.gate_weight[index].t() + b  # (B, T, H)
             return F.logsigmoid(logits).transpose(1, 2).cumsum(dim=-1)  # (B, H, T)
         t = k.shape[-2]

@@ -143,6 +143,7 @@ class LayeredPositions(PositionScheme):
             self.layer_shared and any(m.shared_bias for m in members)
         )
         self.widens_heads = any(m.widens_heads for m in members)  # in the layers it has
+        self.replaces_softmax = any(m.replaces_softmax for m in members)  # all or none (check)
         self.name = "+".join(dict.fromkeys(c.position for c in configs.values()))
 
     def reset_parameters(self) -> None:

@@ -72,6 +72,7 @@ class RandomizedPositions(PositionScheme):
             "fixed_bias",
             "windowed_layer_bias",
             "widens_heads",
+            "replaces_softmax",
         ):
             setattr(self, name, getattr(inner, name))
 

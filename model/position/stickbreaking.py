@@ -73,6 +73,7 @@ class StickBreaking(PositionScheme):
     Options = StickBreakingOptions
     relative = True
     bidirectional = False
+    replaces_softmax = True
 
     def layer(self, index: int, q: Tensor, k: Tensor, state: object) -> Scores:
         """q and k unchanged, with the stick-breaking weights in place of softmax."""
