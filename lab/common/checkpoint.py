@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
-from lab.common.events.place import MARKER, events_folder
+from lab.common.events.place import events_folder, is_claimed_events_folder, migrated_log_dir
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
@@ -58,8 +58,9 @@ def saved_events_folder(run_dir: str | Path) -> Path:
     log_dir, data = saved.get("log_dir"), saved.get("data")
     task = data.get("task") if isinstance(data, dict) else None
     try:
-        given = log_dir if isinstance(log_dir, str) else ""
-        return events_folder(run_dir, given, task) if isinstance(task, str) else Path(run_dir)
+        if not isinstance(task, str):
+            return Path(run_dir)
+        return events_folder(run_dir, migrated_log_dir(log_dir, str(run_dir), task), task)
     except ConfigError:
         return Path(run_dir)
 
@@ -331,7 +332,7 @@ def clear_run(run_dir: str | Path) -> list[Path]:
     doomed = sorted(run_files(run_dir), key=last_the_proof)
     for path in doomed:
         path.unlink(missing_ok=True)
-    if elsewhere != run_dir and (elsewhere.parents[1] / MARKER).is_file():
+    if elsewhere != run_dir and is_claimed_events_folder(elsewhere):
         doomed += clear_events(elsewhere)  # its sweep's events folder, claimed by the sweep
     for folder in (run_dir / name for name in RUN_FOLDERS):
         if folder.is_dir() and not folder.is_symlink():

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import available_tasks, task_class
-from lab.common.events.place import normalized_log_dir
+from lab.common.events.place import migrated_log_dir, normalized_log_dir
 from lab.common.files import atomic_write
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
@@ -317,6 +317,10 @@ def config_from_dict(values: dict[str, Any]) -> Config:
             values = {**values, "model": migrate_keys(values["model"])}
         if isinstance(values.get("data"), dict):  # runs saved before data.options existed
             values = {**values, "data": migrate_data_keys(values["data"])}
+        if values.get("log_dir"):  # an earlier version's path (lab.common.events.place)
+            task = (values.get("data") or {}).get("task") or DataConfig.task
+            run_dir = str(values.get("run_dir") or "")
+            values = {**values, "log_dir": migrated_log_dir(values["log_dir"], run_dir, task)}
         merged = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(values))
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError) as error:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lab.common.events.place import MARKER, claimed_above
+
 CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
 EVENTS = "events.out.tfevents.*"
@@ -131,6 +133,12 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
         return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
     if path.exists() and not path.is_dir():
         return f"{flag} is a file, not a folder; give a folder"
+    claimed = claimed_above(path)
+    if claimed is not None:
+        return (
+            f"{flag} is inside {str(claimed)!r}, the folder of a sweep's runs' TensorBoard "
+            f"events (its {MARKER} file); give a folder outside it"
+        )
     if same_as is not None and path == Path(same_as).expanduser().resolve():
         return None
     run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)

@@ -151,7 +151,7 @@ def load_evaluation(
     if elsewhere:
         print(f"warning: {path}: {elsewhere}; evaluating it again", file=sys.stderr)
         return None
-    return result
+    return result | {"run_dir": str(run_dir)}  # where it is now (a copied folder names its own)
 
 
 def evaluated_elsewhere(result: dict[str, Any], device: torch.device) -> str | None:
@@ -580,10 +580,10 @@ def write_evaluation(
     destination, root, events = places
     safe_folder(destination, root)
     if events != destination:
-        check_run_events(run_dir, config.log_dir, claim=True)
+        check_run_events(run_dir, config.log_dir, config.data.task, claim=True)
         safe_folder(events, events_folder(run_dir, config.log_dir, config.data.task))
-    write_eval_json(result, destination)
-    write_tensorboard(result, events)
+    write_tensorboard(result, events)  # first: a stop between the two leaves eval.json stale,
+    write_eval_json(result, destination)  # so the next run evaluates again and both agree
     if result.get("passkey"):
         write_heatmap(result, destination)
 
@@ -612,7 +612,7 @@ def check_events_destination(events: Path, run_dir: str | Path, config: Config) 
     Raises:
         OSError: one line naming the file or folder (nothing was written).
     """
-    check_run_events(run_dir, config.log_dir)
+    check_run_events(run_dir, config.log_dir, config.data.task)
     for folder in (events, *events.parents):
         if folder.exists() and not folder.is_dir():
             raise NotADirectoryError(

@@ -5,6 +5,7 @@ failures, paths)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -73,6 +74,8 @@ def tensorboard_lines(out_dir: Path, means: bool) -> list[str]:
         lines[0] += "   (the comparison: a run per scheme, mean over seeds, and the figures)"
         lines.append(f"  its charts, smoothing 0: {tensorboard_url()}")
     root = Path(runs_root(out_dir))
+    if not os.path.relpath(root).startswith(".."):  # as the user named out_dir: runs/x-runs
+        root = Path(os.path.relpath(root))
     tasks = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     tasks = [t for t in tasks if any((root / t).rglob(EVENTS))]
     if tasks:

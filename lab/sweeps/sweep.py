@@ -615,7 +615,8 @@ def _current(spec: RunSpec, config: Config) -> tuple[Config, bool, bool, list[tu
     saved = checkpoint_path(config.run_dir).is_file() and not spec.overwrite
     state = load_checkpoint(config.run_dir) if saved else {}
     if saved:
-        config = with_overrides(config, [f"log_dir={state['config'].get('log_dir') or ''}"])
+        saved_log_dir = config_from_dict(state["config"]).log_dir  # read as this version does
+        config = with_overrides(config, [f"log_dir={saved_log_dir}"])
     finished = saved and state.get("finished", False)
     return config, saved, finished, _evaluation_plans(spec, config, finished)
 

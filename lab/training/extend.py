@@ -309,7 +309,7 @@ def seed_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> 
             if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
                 clear_run(run_dir)
             if child.log_dir:  # events of an earlier child left in its own log_dir
-                check_run_events(run_dir, child.log_dir, claim=True)
+                check_run_events(run_dir, child.log_dir, child.data.task, claim=True)
                 clear_events(events_folder(run_dir, child.log_dir, child.data.task))
             run = start_run(child, None, torch.device("cpu"))
             load_model_state(run.model, state["model"], parent_dir)

@@ -203,14 +203,14 @@ def prepare_run(
                 f"log_dir={config.log_dir!r} is {str(events)!r}, not a folder; the run writes "
                 "its TensorBoard events there (nothing was deleted or trained)"
             )
-        check_run_events(run_dir, config.log_dir)
+        check_run_events(run_dir, config.log_dir, config.data.task)
     leftovers = not (resume or overwrite) and check_fresh_start(run_dir, group.is_main)
     state = load_checkpoint(run_dir, device) if resume else None
     run = start_run(config, state, device, group)
     if group.is_main:
         if overwrite or leftovers:  # a fresh start never mixes with a crashed run's logs
             clear_run(run_dir)
-        check_run_events(run_dir, config.log_dir, claim=True)
+        check_run_events(run_dir, config.log_dir, config.data.task, claim=True)
         if state is None and config.log_dir:  # nor with the events of an earlier run
             clear_events(events)  # left in its own log_dir (the run folder was gone)
         remove_partial_writes(run_dir)

@@ -31,8 +31,11 @@ from tensorboard.compat.proto import event_pb2
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.summary.writer.record_writer import RecordWriter
 
+from lab.common.events.tags import LENGTH_CURVES
 from lab.common.files import atomic_writer
 
+WRITER = "position-lab EventLog"
+"""``source_metadata.writer`` of the first event of every file :class:`EventLog` writes."""
 TRAINING_EVENTS = "events.out.tfevents.*"
 """Event files of a run folder; those of an evaluation end in ``.extrapolation`` (their step
 is a length, not a training step) and are left alone."""
@@ -124,8 +127,9 @@ class EventLog:
 
     def write(self, folder: str | Path, suffix: str) -> Path:
         """Write every event into a new ``events.out.tfevents.*SUFFIX`` file of ``folder``
-        (atomically), then delete the folder's other files ending in ``suffix``: the new
-        evaluation replaces earlier ones, which stay when the write fails.
+        (atomically), then delete the folder's other files ending in ``suffix`` that this
+        project wrote (:func:`written_here`): the new evaluation replaces earlier ones, which
+        stay when the write fails; anyone else's files stay too.
 
         Returns:
             the new file.
@@ -141,6 +145,7 @@ class EventLog:
             with atomic_writer(path) as file:
                 writer = RecordWriter(file)
                 head = Event(wall_time=time.time(), file_version="brain.Event:2")
+                head.source_metadata.writer = WRITER
                 for event in [head, *self.events]:
                     writer.write(event.SerializeToString())
         except OSError as error:
@@ -150,6 +155,24 @@ class EventLog:
                 f"TensorBoard events of {str(folder)!r} are kept",
             ) from None
         for old in folder.glob(f"events.out.tfevents.*{suffix}"):
-            if old != path and not old.is_dir():
+            if old != path and not old.is_symlink() and old.is_file() and written_here(old):
                 old.unlink()
         return path
+
+
+def written_here(path: str | Path) -> bool:
+    """The event file ``path`` is provably one this project wrote, so that a newer evaluation
+    may replace it: its first event names :data:`WRITER`, or (written by an earlier version)
+    one of its summaries has a tag of the length curves every evaluation logs. A file that is
+    not an event file, or another program's, is never deleted."""
+    try:
+        records = RawEventFileLoader(str(path)).Load()
+        for count, raw in enumerate(records):
+            event = event_pb2.Event.FromString(raw)
+            if count == 0 and event.source_metadata.writer == WRITER:
+                return True
+            if any(LENGTH_CURVES in value.tag for value in event.summary.value):
+                return True
+    except Exception:  # not a TFRecord file, or a torn one (errors come from several layers)
+        return False
+    return False
