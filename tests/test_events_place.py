@@ -84,7 +84,7 @@ def test_a_folder_not_claimed_is_refused_and_kept(tmp_path):
     out, root = tmp_path / "s", tmp_path / "s-runs"
     (root / "mine").mkdir(parents=True)
     (root / "mine" / "events.out.tfevents.1.host").write_bytes(b"a user's file")
-    with pytest.raises(OSError, match="is not the events folder"):
+    with pytest.raises(OSError, match="no .tensorboard-runs-of file claims it"):
         check_events_root(root, out)
     root.rename(tmp_path / "elsewhere")
     root.symlink_to(tmp_path / "elsewhere")
@@ -96,15 +96,29 @@ def test_a_folder_not_claimed_is_refused_and_kept(tmp_path):
         check_events_root(root, out)
 
 
-def test_a_claimed_folder_and_an_earlier_versions_unclaimed_one_are_accepted(tmp_path):
+def test_only_a_claimed_folder_is_accepted(tmp_path):
+    """An unclaimed folder is refused even when it looks like this sweep's (TASK/NAME folders
+    named after its runs): a fresh train.py makes its own run folder first, so such a look
+    once let it claim a user's folder and delete the event files in it."""
     out, root = tmp_path / "s", tmp_path / "s-runs"
     (out / "rope-copy-seed0").mkdir(parents=True)
     (root / "copy" / "rope-copy-seed0").mkdir(parents=True)
-    check_events_root(root, out)  # only TASK/NAME folders named after runs of out_dir
-    claim_events_root(root, out)
-    assert (root / MARKER).is_file()
+    with pytest.raises(OSError, match="no .tensorboard-runs-of file claims it"):
+        check_events_root(root, out)
+    (root / MARKER).write_text("claimed by hand\n")
+    check_events_root(root, out)
     (root / "other").write_text("x")
     check_events_root(root, out)  # claimed: its own
+
+
+def test_a_fresh_run_never_claims_an_unclaimed_folder_or_deletes_in_it(tmp_path, capsys):
+    theirs = tmp_path / "P-runs" / "copy" / "r" / "events.out.tfevents.123.othertool"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"another program's events")
+    assert train_cli.main([*TINY_TRAIN, f"run_dir={tmp_path / 'P' / 'r'}", "log_dir=sweep"]) == 2
+    assert "no .tensorboard-runs-of file claims it" in one_error_line(capsys)
+    assert theirs.read_bytes() == b"another program's events"
+    assert not (tmp_path / "P-runs" / MARKER).exists()
 
 
 def test_a_claimed_events_folder_is_refused_as_an_out_dir(tmp_path):
@@ -120,7 +134,7 @@ def test_a_sweep_refuses_a_runs_folder_it_did_not_claim_before_creating_anything
     user = root / "notes" / "events.out.tfevents.1.me"
     user.write_bytes(b"not the sweep's")
     assert run_sweep(out) == 2
-    assert "is not the events folder" in one_error_line(capsys)
+    assert "no .tensorboard-runs-of file claims it" in one_error_line(capsys)
     assert user.read_bytes() == b"not the sweep's" and not out.exists()
 
 
@@ -186,8 +200,8 @@ def test_a_mean_run_says_when_a_runs_events_folder_is_a_file(trained, tmp_path, 
     copy = tmp_path / "s4"
     shutil.copytree(trained, copy)
     (run,) = [p for p in copy.iterdir() if (p / "checkpoint.pt").is_file()]
-    assert read_scalars(str(run), "copy") == {}  # s4-runs does not exist: no curves, no warning
-    assert "warning" not in capsys.readouterr().err
+    assert read_scalars(str(run), "copy") == {}  # copied without s4-runs: said, not silent
+    assert "is missing (a sweep copied without it?)" in capsys.readouterr().err
     (tmp_path / "s4-runs" / "copy").mkdir(parents=True)
     (tmp_path / "s4-runs" / "copy" / run.name).write_text("in the way")
     assert read_scalars(str(run), "copy") == {}
@@ -314,3 +328,29 @@ def test_a_run_folder_inside_a_claimed_runs_folder_is_refused_without_a_lock(tmp
     assert train_cli.main([*TINY_TRAIN, f"run_dir={run}"]) == 2
     assert "the folder of a sweep's runs' TensorBoard events" in one_error_line(capsys)
     assert not run.exists()
+
+
+def test_a_link_in_place_of_the_evaluations_folder_is_refused_before_the_run_is_replaced(
+    trained, tmp_path, capsys
+):
+    run = copy_sweep(trained, tmp_path / "s6")
+    events = tmp_path / "s6-runs" / "copy" / run.name
+    (tmp_path / "user").mkdir()
+    (events / "evaluations").symlink_to(tmp_path / "user", target_is_directory=True)
+    before = (run / "checkpoint.pt").read_bytes()
+    assert run_sweep(tmp_path / "s6", "train.steps=7", "--overwrite") != 0
+    assert "is a symbolic link or a file" in capsys.readouterr().err
+    assert (run / "checkpoint.pt").read_bytes() == before and not list(
+        (tmp_path / "user").iterdir()
+    )
+
+
+def test_a_linked_marker_does_not_let_overwrite_clear_a_runs_old_events(trained, tmp_path):
+    from lab.common.events.place import is_claimed_events_folder
+
+    run = copy_sweep(trained, tmp_path / "s8")
+    marker = tmp_path / "s8-runs" / MARKER
+    marker.unlink()
+    (tmp_path / "mine.txt").write_text("a user's file")
+    marker.symlink_to(tmp_path / "mine.txt")
+    assert not is_claimed_events_folder(tmp_path / "s8-runs" / "copy" / run.name)

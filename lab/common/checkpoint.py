@@ -15,7 +15,12 @@ import torch
 from omegaconf import OmegaConf
 
 from lab.common.config import MAX_STEPS, config_from_dict
-from lab.common.events.place import events_folder, is_claimed_events_folder, migrated_log_dir
+from lab.common.events.place import (
+    EVENT_FOLDERS,
+    events_folder,
+    is_claimed_events_folder,
+    migrated_log_dir,
+)
 from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
@@ -33,7 +38,7 @@ RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, EVENTS)
 """Files (glob patterns) that the training writes into a run folder and that are the project's
 by their name; an evaluation's files and the reports are the project's by their content
 (:func:`lab.common.outputs.is_ours`)."""
-RUN_FOLDERS = ("evaluations", "hparams", "extrapolation")
+RUN_FOLDERS = EVENT_FOLDERS
 """Folders below a run folder whose events and ``eval.json`` files the project wrote (a
 sweep's evaluations under other settings; TensorBoard logs of earlier versions)."""
 TRAINER_FILES = (CHECKPOINT_NAME, CONFIG_NAME)

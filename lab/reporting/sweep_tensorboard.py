@@ -154,13 +154,13 @@ def read_scalars(run_dir: str | None, task: str) -> dict[str, dict[int, float]]:
     if not run_dir or not Path(run_dir).is_dir():
         return {}
     folder = saved_events_folder(run_dir)
-    if folder.exists() and not folder.is_dir():
+    if not folder.is_dir():
+        why = "is a file" if folder.exists() else "is missing (a sweep copied without it?)"
         print(
-            f"warning: {run_dir}: its TensorBoard events folder {str(folder)!r} is a file; its "
+            f"warning: {run_dir}: its TensorBoard events folder {str(folder)!r} {why}; its "
             "curves are left out of the mean run",
             file=sys.stderr,
         )
-    if not folder.is_dir():
         return {}
     events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 1}).Reload()
     prefix = f"compare/{task}/"

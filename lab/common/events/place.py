@@ -15,9 +15,9 @@ The place is derived from the run folder each time it is used, with every link o
 resolved: a sweep folder copied or renamed writes into ``NEWNAME-runs``, never into the
 original's, and one reached through a link writes where its real folder's runs write. The
 ``-runs`` folder is claimed with a marker file (:data:`MARKER`) when first written: a folder
-that exists without the marker and holds anything but run folders of this sweep is refused,
-never taken over, as is a link or a file in its place or anywhere below it on a run's way; and
-no output folder may lie inside a claimed one (:func:`claimed_above`).
+that exists without the marker is refused, never taken over, as is a link or a file in its
+place or anywhere below it on a run's way; and no output folder may lie inside a claimed one
+(:func:`claimed_above`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ RUNS_SUFFIX = "-runs"
 """Suffix of the folder beside ``out_dir`` that holds the runs' own TensorBoard events."""
 MARKER = ".tensorboard-runs-of"
 """The file that claims a ``-runs`` folder for the sweep beside it (it names that folder)."""
+EVENT_FOLDERS = ("evaluations", "hparams", "extrapolation")
+"""Folders below a run's events folder that hold the events of its evaluations under other
+settings (and TensorBoard logs of earlier versions)."""
 _WARNED: set[str] = set()
 
 
@@ -133,7 +136,7 @@ def check_run_events(run_dir: str | Path, log_dir: str, task: str, claim: bool =
     root = Path(runs_root(parent))
     check_events_root(root, parent)
     events = events_folder(run_dir, log_dir, task)
-    for folder in (events, events.parent):
+    for folder in (*(events / name for name in EVENT_FOLDERS), events, events.parent):
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise OSError(
                 f"refusing to write TensorBoard events into {str(events)!r}: {str(folder)!r} is "
@@ -151,9 +154,9 @@ def claimed_above(path: str | Path) -> Path | None:
 
 def check_events_root(root: str | Path, out_dir: str | Path) -> None:
     """Refuse to write runs' events below ``root`` (the ``-runs`` folder beside ``out_dir``)
-    unless it is absent or this sweep's own: claimed by :data:`MARKER`, or (an earlier
-    version's, unclaimed) holding only ``TASK/NAME`` folders named after run folders of
-    ``out_dir``; and refuse an ``out_dir`` that is, or lies inside, a claimed ``-runs`` folder.
+    unless it is absent or claimed by :data:`MARKER` (an unclaimed folder of that name is
+    never taken over: what is in it cannot be told from a user's), and refuse an ``out_dir``
+    that is, or lies inside, a claimed ``-runs`` folder.
 
     Raises:
         OSError: one line naming the folder and why (nothing is created or deleted).
@@ -173,17 +176,12 @@ def check_events_root(root: str | Path, out_dir: str | Path) -> None:
     marker = root / MARKER
     if marker.is_symlink() or (marker.exists() and not marker.is_file()):
         raise OSError(f"{str(marker)!r} is not a plain file; remove it (it claims {str(root)!r})")
-    if not root.is_dir() or marker.is_file():
-        return
-    runs = {p.name for p in out_dir.iterdir() if p.is_dir()} if out_dir.is_dir() else set()
-    for task in root.iterdir():
-        inside = list(task.iterdir()) if task.is_dir() and not task.is_symlink() else None
-        if inside is None or any(not p.is_dir() or p.name not in runs for p in inside):
-            raise OSError(
-                f"refusing to write TensorBoard events into {str(root)!r}: it exists and is not "
-                f"the events folder of the runs in {str(out_dir)!r} (it holds {task.name!r}, "
-                f"and no {MARKER} file); move it away or give another folder"
-            )
+    if root.is_dir() and not marker.is_file():
+        raise OSError(
+            f"refusing to write TensorBoard events into {str(root)!r}: it exists and no "
+            f"{MARKER} file claims it for the runs in {str(out_dir)!r}; move it away, or, if "
+            f"it holds only their events (an earlier version's sweep), create that file in it"
+        )
 
 
 def claim_events_root(root: str | Path, out_dir: str | Path) -> None:
@@ -205,4 +203,5 @@ def is_claimed_events_folder(folder: str | Path) -> bool:
     ``ROOT``, reached through no link: one whose event files a run may delete."""
     folder = Path(folder)
     way = [folder, folder.parent, folder.parents[1]]
-    return (folder.parents[1] / MARKER).is_file() and not any(p.is_symlink() for p in way)
+    marker = folder.parents[1] / MARKER
+    return marker.is_file() and not any(p.is_symlink() for p in [*way, marker])
