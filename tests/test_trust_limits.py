@@ -474,7 +474,8 @@ def test_an_inconsistent_eval_json_is_re_evaluated_with_one_warning(
     evaluation = copy.deepcopy(evaluation)
     evaluation["checkpoint"] = {"run": "run", "step": 1, "sha256": checkpoint_digest(tmp_path)}
     write_eval_json(evaluation, tmp_path)
-    assert load_evaluation(tmp_path) == json.loads((tmp_path / EVAL_NAME).read_text())
+    saved = json.loads((tmp_path / EVAL_NAME).read_text())
+    assert load_evaluation(tmp_path) == saved | {"run_dir": str(tmp_path)}  # where it lies now
     assert capsys.readouterr().err == ""
     write_eval_json(broken(evaluation, change), tmp_path)
     assert load_evaluation(tmp_path) is None
