@@ -623,7 +623,7 @@ def test_the_study_config_plans():
     if "text" not in available_tasks():
         pytest.skip("the text task is not registered in this checkout")
     study = plan(read_study("configs/lm_extend.yaml"))
-    assert len(study.parents) == 2 and len(study.children) == 6 and len(study.scratch) == 2
+    assert len(study.parents) == 3 and len(study.children) == 9 and len(study.scratch) == 3
     child = load_config(None, study.children[0].overrides)
     assert child.data.train_max_length == 256 and child.eval.max_length_factor == 4
     # equal budgets: from scratch trains a parent's tokens plus a child's (2,048,000 + 409,600)
