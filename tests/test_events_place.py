@@ -166,6 +166,14 @@ def test_a_sweep_into_another_sweeps_events_folder_is_refused(trained, capsys):
         assert "the folder of a sweep's runs' TensorBoard events" in one_error_line(capsys)
 
 
+def test_eval_py_on_a_runs_folder_names_the_sweep_to_evaluate(trained, capsys):
+    root = Path(runs_root(trained))
+    assert eval_cli.main([str(root)]) == 2
+    line = one_error_line(capsys)
+    assert "holds a sweep's TensorBoard events, not runs" in line
+    assert f"python eval.py {trained}" in line and "train.py" not in line
+
+
 def test_a_copied_sweep_evaluates_into_its_own_runs_folder(trained, tmp_path):
     copy = tmp_path / "s2"
     shutil.copytree(trained, copy)

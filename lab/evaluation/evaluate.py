@@ -39,7 +39,7 @@ from lab.common.config import (
     config_from_dict,
     config_to_dict,
 )
-from lab.common.events.place import check_run_events, events_folder
+from lab.common.events.place import check_run_events, claimed_above, events_folder
 from lab.common.files import linked_below, safe_folder
 from lab.common.machine import machine_info
 from lab.common.runtime import compute_dtype, resolve_device
@@ -77,6 +77,13 @@ def find_runs(path: str | Path) -> list[Path]:
     if checkpoint_path(path).is_file():
         return [path]
     runs = sorted(p.parent for p in path.rglob(CHECKPOINT_NAME) if p.is_file())
+    events_root = claimed_above(path)
+    if not runs and events_root is not None:
+        sweep = events_root.with_name(events_root.name.removesuffix("-runs"))
+        raise FileNotFoundError(
+            f"{str(path)!r} holds a sweep's TensorBoard events, not runs; "
+            f"give the sweep's folder instead: python eval.py {sweep}"
+        )
     if not runs:
         raise FileNotFoundError(
             f"no {CHECKPOINT_NAME} in {str(path)!r} or its subfolders; "
