@@ -12,6 +12,7 @@ import math
 import jsonschema
 import pytest
 import torch
+from conftest import one_error_line
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
@@ -703,3 +704,36 @@ def test_the_figure_names_one_line_per_arm_and_marks_the_training_lengths(study_
             del row["window_losses"]
     with pytest.raises(ValueError, match="nothing to draw"):
         extend_figure(*rep.grouped(no_windows))
+
+
+@pytest.mark.parametrize(
+    "made_by, program",
+    [
+        ("python sweep.py --config configs/lm_quick.yaml", "extend-study"),
+        ("python sweep.py --extend-study configs/lm_extend.yaml", "sweep"),
+    ],
+)
+def test_a_folder_of_another_programs_results_is_refused_and_kept(tmp_path, made_by, program):
+    """An extend study into a sweep's folder (or a sweep into a study's) would replace its
+    sweep.json, results.json and figures; a folder with no recorded command is not judged."""
+    from lab.sweeps.sweep import Sweep, prepare_out_dir
+
+    timing = json.dumps({"command": made_by, "seconds": 12.0})
+    (tmp_path / "sweep.json").write_text(timing)
+    with pytest.raises(ConfigError, match="holds the results of `python sweep.py"):
+        prepare_out_dir(Sweep(str(tmp_path), [], {}, {}), [], program=program)
+    assert (tmp_path / "sweep.json").read_text() == timing
+    (tmp_path / "sweep.json").write_text(json.dumps({"command": None, "seconds": 1.0}))
+    prepare_out_dir(Sweep(str(tmp_path), [], {}, {}), [], program=program)
+
+
+def test_a_study_into_a_sweeps_folder_exits_2_in_one_line(tmp_path, capsys):
+    from lab.lm import extend_study
+
+    (tmp_path / "study.yaml").write_text(STUDY)
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"command": "python sweep.py --quick"}))
+    assert extend_study.main([str(tmp_path / "study.yaml"), *TINY, f"out_dir={out}"]) == 2
+    assert "holds the results of `python sweep.py`" in one_error_line(capsys)
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]

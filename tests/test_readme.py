@@ -274,6 +274,23 @@ def test_publish_checks_and_renders_everything_before_writing_anything(
     assert snapshot(tmp_path) == before
 
 
+def test_a_smoke_sweep_is_no_result_page(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A smoke sweep (sweep.json says "smoke": true) published as the ablation or an LM page is
+    one line and nothing written: its undertrained models would read as results with
+    literature verdicts; only the suite's smoke-test timing takes one."""
+    sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    smoke = bad_sweep(tmp_path, "sweep.json", "")
+    timing = json.loads((RESULTS / "ablation" / "sweep.json").read_text()) | {"smoke": True}
+    (smoke / "sweep.json").write_text(json.dumps(timing))
+    for flags in ([str(smoke)], ["--lm", str(smoke)], ["--v3", str(smoke)]):
+        assert readme.main(flags) == 2
+        error = one_error_line(capsys)
+        assert 'is a smoke test (sweep.json says "smoke": true)' in error, error
+        assert snapshot(tmp_path) == before
+    readme.check_not_smoke(smoke, FAMILIES["suite-quick"])  # the suite's smoke test: accepted
+
+
 def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:

@@ -223,7 +223,7 @@ def run_study(study: Study, workers: int, overwrite: bool) -> tuple[list[dict], 
     """Run both stages (see the module docstring); ``(records, signal)`` as
     :func:`lab.sweeps.local.run_all` returns them, over every run."""
     every = [*study.parents, *study.scratch, *study.children]
-    prepare_out_dir(Sweep(study.out_dir, [], {}, {}), every, overwrite)
+    prepare_out_dir(Sweep(study.out_dir, [], {}, {}), every, overwrite, "extend-study")
     gpus = torch.cuda.device_count()
     first = [*study.parents, *study.scratch]
     records, signum = run_all(first, min(workers, len(first)), gpus)

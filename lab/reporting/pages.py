@@ -42,6 +42,8 @@ class Family:
         copied: file of the sweep folder -> file in ``NAME/`` (copied on publish).
         optional: files copied when the sweep folder has them.
         recorded: what the committed files do not record (wall time, machine), as text.
+        smoke: the family publishes a smoke sweep (``"smoke": true`` in its ``sweep.json``);
+            every other family refuses one, since its page would read as a result.
     """
 
     name: str
@@ -50,6 +52,7 @@ class Family:
     copied: dict[str, str]
     optional: tuple[str, ...] = ()
     recorded: str = ""
+    smoke: bool = False
 
 
 SWEEP_FILES = {"results.json": "results.json", "report.md": "report.md"}
@@ -113,6 +116,7 @@ FAMILIES = {
         "The task suite",
         "python sweep.py --config configs/suite_quick.yaml",
         {"sweep.json": "quick_sweep.json"},
+        smoke=True,  # the suite page's timing line for its smoke test, never a result
     ),
     "rope-scaling": Family(
         "rope-scaling",

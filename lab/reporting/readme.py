@@ -129,12 +129,33 @@ def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> d
     copies: dict[Path, Path] = {}
     for family, folder in folders.items():
         if folder:
+            check_not_smoke(folder, FAMILIES[family])
             copies |= family_files(folder, FAMILIES[family], results)
     for source in copies.values():
         problem = file_problem(source, source.name)
         if problem:
             raise ValueError(f"{shown(source)} is not a sweep's {source.name} ({problem})")
     return copies
+
+
+def check_not_smoke(sweep_dir: str | Path, family: Family) -> None:
+    """Refuse a smoke sweep (its ``sweep.json`` says ``"smoke": true``: undertrained models, a
+    pipeline check) as the files of a results page, unless ``family`` publishes one.
+
+    Raises:
+        ValueError: a smoke sweep for a page of results (one line naming the folder).
+    """
+    path = Path(sweep_dir) / SWEEP_JSON
+    try:
+        timing = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # read and checked with the other files (checked_copies)
+    if isinstance(timing, dict) and timing.get("smoke") is True and not family.smoke:
+        raise ValueError(
+            f'{shown(Path(sweep_dir))} is a smoke test ({SWEEP_JSON} says "smoke": true): its '
+            f"undertrained models are no result for {family.name}.md; publish a full sweep "
+            f"({family.command})"
+        )
 
 
 def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:

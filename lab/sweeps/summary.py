@@ -157,12 +157,14 @@ def write_timing(
     ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
     seconds, workers, runs by status, the machine, and ``"smoke": true`` for a smoke sweep.
 
-    A pass that trained and evaluated nothing (every run skipped: a re-run of a finished sweep)
-    leaves the ``sweep.json`` already there as it is, when the project wrote it
-    (:func:`lab.common.outputs.is_ours`): its wall time stays the one of the pass that trained.
+    A pass that trained and evaluated nothing (every run skipped, failed or stopped: a re-run
+    of a finished sweep) leaves the ``sweep.json`` already there as it is, when the project
+    wrote it (:func:`lab.common.outputs.is_ours`): its wall time stays the one of the pass that
+    trained.
     """
     path = out_dir / SWEEP_JSON
-    if records and all(r["status"] == "skipped" for r in records) and is_ours(path):
+    worked = any(r["status"] in ("trained", "evaluated") for r in records)
+    if records and not worked and is_ours(path):
         return path
     info = machine_info()
     timing = {

@@ -485,7 +485,42 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
         )
 
 
-def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False) -> None:
+PROGRAMS = {"sweep": "python sweep.py", "extend-study": "python sweep.py --extend-study"}
+"""The programs whose results a sweep folder holds -> how their recorded command begins."""
+
+
+def recorded_program(out_dir: str | Path) -> str | None:
+    """Which of :data:`PROGRAMS` made the sweep in ``out_dir``, read from the command its
+    ``sweep.json`` records; None when it records none (or there is no such file)."""
+    try:
+        command = json.loads((Path(out_dir) / SWEEP_JSON).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(command, str) or not command.startswith(PROGRAMS["sweep"]):
+        return None
+    return "extend-study" if command.startswith(PROGRAMS["extend-study"]) else "sweep"
+
+
+def check_program(out_dir: str | Path, program: str) -> None:
+    """Refuse ``out_dir`` when it holds the results of another program (an extend study's
+    for a sweep, or the reverse): its ``sweep.json``, ``results.json`` and figures would be
+    replaced by ones of another kind, and a page published from it would mislabel them.
+
+    Raises:
+        ConfigError: ``out_dir`` holds another program's sweep (one line naming both).
+    """
+    made_by = recorded_program(out_dir)
+    if made_by is not None and made_by != program:
+        raise ConfigError(
+            f"out_dir={str(out_dir)!r} holds the results of `{PROGRAMS[made_by]}`; "
+            f"`{PROGRAMS[program]}` would replace its {SWEEP_JSON}, results and figures: "
+            f"give another out_dir"
+        )
+
+
+def prepare_out_dir(
+    sweep: Sweep, specs: list[RunSpec], overwrite: bool = False, program: str = "sweep"
+) -> None:
     """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
     run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
     device exists, and every run already there was trained with the settings this sweep
@@ -493,14 +528,15 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     a question it was not trained on; nor is ``out_dir/_sweep`` (or its ``mean`` or ``figures``)
     a link or a file, nor a report file's name a folder; the same for the folder of the runs'
     TensorBoard events (:func:`runs_root`, created here): writable, and no link from it down to
-    a run's ``log_dir``. With ``overwrite``, runs trained with
+    a run's ``log_dir``; nor does ``out_dir`` hold another ``program``'s results
+    (:func:`check_program`). With ``overwrite``, runs trained with
     other settings are marked to be replaced (``spec.overwrite``); the training replaces each
     under its folder's lock, after checking everything (:func:`lab.training.trainer.train`), so
     nothing is deleted here.
 
     Raises:
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
-            the first such run and its differing keys).
+            the first such run and its differing keys), or another program's ``out_dir``.
         ValueError: a device this machine does not have (one line).
         OSError: the folder cannot be written, or a run folder (or its events folder) is a
             symbolic link.
@@ -509,6 +545,7 @@ def prepare_out_dir(sweep: Sweep, specs: list[RunSpec], overwrite: bool = False)
     from lab.reporting.report import REPORT_NAMES
     from lab.reporting.sweep_tensorboard import SWEEP_RUNS
 
+    check_program(sweep.out_dir, program)
     events_root = os.path.abspath(runs_root(sweep.out_dir))
     check_events_root(events_root, sweep.out_dir)  # before out_dir is created
     writable_folder(sweep.out_dir)
