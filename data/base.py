@@ -119,6 +119,13 @@ class Task:
         exact solver, written apart from :meth:`generate` so tests can check one with the other."""
         raise NotImplementedError
 
+    def inputs(self) -> dict[str, str]:
+        """The files or folders the task reads, by the option naming each (e.g.
+        ``{"data.options.text.path": "corpus/"}``); empty for a task that generates its data.
+        A run's folder may not lie inside one (:class:`lab.common.config.Config` checks it):
+        the task would read the run's own files."""
+        return {}
+
     def read_positions(self, prompt: Sequence[str]) -> list[list[int]] | None:
         """The prompt positions the exact solver reads for each answer token, or None.
 

@@ -291,6 +291,10 @@ class TextTask(Task):
         super().__init__(options)
         self.vocab = byte_vocab()
 
+    def inputs(self) -> dict[str, str]:
+        path = self.options.path
+        return {} if path is None else {"data.options.text.path": path}
+
     @property
     def corpus(self) -> Corpus:
         """The task's corpus (loaded on first use, once per process).

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from data import build_task
 from data.streams import training_batch
@@ -158,6 +159,31 @@ def one_line_error(overrides: list[str]) -> str:
         load_config(None, overrides)
     assert "\n" not in str(error.value)
     return str(error.value)
+
+
+def test_a_run_inside_its_corpus_folder_is_refused_and_nothing_written(
+    tmp_path: Path, capsys
+) -> None:
+    """A run (or a sweep's runs) inside the corpus folder once trained, then read its own
+    checkpoint and reports as corpus text; a folder beside the corpus is fine."""
+    import sweep
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        pattern_file(corpus, name=name)
+    overrides = [*tiny_lm(corpus / "run", corpus), "data.options.text.holdout_every=3"]
+    message = one_line_error(overrides)
+    assert message.startswith(f"run_dir={str(corpus / 'run')!r} lies inside data.options.text.")
+    assert "which the task reads" in message
+    assert load_config(None, [*overrides, f"run_dir={tmp_path / 'run'}"]).run_dir
+    base = OmegaConf.from_dotlist([o for o in overrides if not o.startswith("run_dir=")])
+    sweep_file = tmp_path / "sweep.yaml"
+    OmegaConf.save({"base": base, "grid": {"model.position": ["rope"]}}, sweep_file)
+    assert sweep.main(["--config", str(sweep_file), f"out_dir={corpus / 'sweep'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "lies inside data.options.text.path=" in err, err
+    assert sorted(p.name for p in corpus.iterdir()) == ["a.txt", "b.txt", "c.txt"]
 
 
 def test_a_file_too_short_for_the_training_length_is_one_line(tmp_path: Path) -> None:

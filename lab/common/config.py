@@ -20,7 +20,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from data import available_tasks, task_class
+from data import Task, available_tasks, task_class
 from lab.common.events.place import migrated_log_dir, normalized_log_dir
 from lab.common.files import atomic_write
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
@@ -134,6 +134,7 @@ class Config:
         self.data = self.data.resolved()  # here, not in DataConfig: its defaults stay null
         self.log_dir = normalized_log_dir(self.log_dir, self.run_dir, self.data.task)
         task = self.data.build_task()
+        check_outside_inputs(self.run_dir, task)
         longest = self.data.train_max_length
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
         check_lengths(self.data, self.eval)
@@ -164,6 +165,24 @@ class Config:
                 f"({tokens} tokens at data.train_max_length={longest}); set {key} >= {tokens}"
             )
         check_randomized_eval(self, limit)
+
+
+def check_outside_inputs(run_dir: str, task: Task) -> None:
+    """Refuse a ``run_dir`` inside a folder the task reads (:meth:`data.Task.inputs`, e.g. a
+    corpus folder): the run's checkpoint, reports and events would become the task's data, and
+    the corpus's digest would change under the run.
+
+    Raises:
+        ConfigError: ``run_dir`` lies in such a folder (one line naming both).
+    """
+    run = Path(run_dir).expanduser().resolve()
+    for key, value in task.inputs().items():
+        folder = Path(value).expanduser().resolve()
+        if folder.is_dir() and run.is_relative_to(folder):
+            raise ConfigError(
+                f"run_dir={run_dir!r} lies inside {key}={value!r}, which the task reads: "
+                f"the run's own files would become its data; put the run outside it"
+            )
 
 
 def check_randomized_eval(config: Config, limit: int | None) -> None:
