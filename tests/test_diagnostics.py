@@ -334,14 +334,13 @@ def test_a_bad_diagnostics_value_is_one_line_naming_the_allowed_ones():
 
 
 def test_diagnostics_of_a_language_model_run_are_refused_not_ignored(tmp_path):
-    """A language-model run measures no diagnostics (lab.lm.perplexity): ``full``, a given
-    ``basic`` and a given ``diagnostic_samples`` would do nothing, so each is one ConfigError
-    line; the defaults and ``none`` pass."""
+    """A language-model run measures no diagnostics (lab.lm.perplexity): ``full`` and a given
+    ``diagnostic_samples`` would do nothing, so each is one ConfigError line; the defaults
+    (given or not: a run's saved config.yaml writes them out) and ``none`` pass."""
     lm = tiny_lm(tmp_path / "run", pattern_file(tmp_path))
     refused = {
         "eval.diagnostics=full": "eval.diagnostics=full has no effect on task 'text': a "
         "language-model run measures no diagnostics",
-        "eval.diagnostics=basic": "eval.diagnostics=basic has no effect on task 'text'",
         "eval.diagnostic_samples=8": "eval.diagnostic_samples=8 has no effect on task 'text' "
         "(a language-model run): no attention statistics are measured; leave "
         "eval.diagnostic_samples out",
@@ -351,6 +350,8 @@ def test_diagnostics_of_a_language_model_run_are_refused_not_ignored(tmp_path):
             load_config(None, [*lm, override])
         assert "\n" not in str(error.value)
     assert load_config(None, lm).eval.diagnostics == "basic"  # the default: no diagnostics
+    given = ["eval.diagnostics=basic", "eval.diagnostic_samples=32"]  # as config.yaml has them
+    assert load_config(None, [*lm, *given]).eval.diagnostic_samples == 32
     assert load_config(None, [*lm, "eval.diagnostics=none"]).eval.diagnostics == "none"
 
 
@@ -362,9 +363,9 @@ def test_diagnostic_samples_that_would_do_nothing_are_refused(tmp_path):
     off = "eval.diagnostic_samples=8 has no effect with eval.diagnostics=none: no attention "
     with pytest.raises(ConfigError, match="^" + re.escape(off) + ".*or full$"):
         load_config(None, [*copy_task, "eval.diagnostics=none", "eval.diagnostic_samples=8"])
-    over = "eval.diagnostic_samples=32 is more than eval.samples=16: the attention statistics "
+    over = "eval.diagnostic_samples=24 is more than eval.samples=16: the attention statistics "
     with pytest.raises(ConfigError, match="^" + re.escape(over) + ".*<= 16$"):
-        load_config(None, [*copy_task, "eval.samples=16", "eval.diagnostic_samples=32"])
+        load_config(None, [*copy_task, "eval.samples=16", "eval.diagnostic_samples=24"])
     path = tmp_path / "off.yaml"
     path.write_text("eval: {diagnostics: none, diagnostic_samples: 8}\n")
     with pytest.raises(ConfigError, match="^" + re.escape(off)):

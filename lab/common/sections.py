@@ -419,28 +419,29 @@ def check_diagnostics(
     data: DataConfig, evaluation: EvalConfig, given: Collection[str] = ()
 ) -> None:
     """Refuse diagnostics settings that would do nothing. ``given`` names the keys the user set
-    (a YAML file or ``key=value`` overrides), so defaults that do nothing for this run (``basic``
-    and ``diagnostic_samples=32`` of a language-model run) pass, and values kept in a saved run
-    pass unless they can never take effect.
+    (a YAML file or ``key=value`` overrides); the defaults pass even when given (``basic`` and
+    ``diagnostic_samples=32`` do nothing for a language-model run, and a run's saved
+    ``config.yaml``, given back as ``--config``, writes them out).
 
-    Refused: ``eval.diagnostics=full`` (or a given ``basic``) for a language-model task, which
-    measures no diagnostics; a given ``eval.diagnostic_samples`` for a language-model task,
-    with ``eval.diagnostics=none``, or above ``eval.samples`` (the attention statistics read
-    the first ``diagnostic_samples`` of the ``samples`` sequences).
+    Refused: ``eval.diagnostics=full`` for a language-model task, which measures no
+    diagnostics; a given ``eval.diagnostic_samples`` other than the default for a
+    language-model task, with ``eval.diagnostics=none``, or above ``eval.samples`` (the
+    attention statistics read the first ``diagnostic_samples`` of the ``samples`` sequences).
 
     Raises:
         ConfigError: one line naming the value, why it does nothing and what to set instead.
     """
     mode, count, task = evaluation.diagnostics, evaluation.diagnostic_samples, data.task
     lm = task_class(task).language_model
-    if lm and (mode == "full" or (mode == "basic" and "eval.diagnostics" in given)):
+    default = EvalConfig()
+    if lm and mode != default.diagnostics and mode != "none":
         raise ConfigError(
             f"eval.diagnostics={mode} has no effect on task {task!r}: a language-model run "
             "measures no diagnostics (its eval.json has the loss at every position instead); "
             "set eval.diagnostics=none or leave it out"
         )
-    if "eval.diagnostic_samples" not in given:
-        return
+    if "eval.diagnostic_samples" not in given or count == default.diagnostic_samples:
+        return  # the default, as a run's saved config.yaml writes it out
     if lm or mode == "none":
         where = f"on task {task!r} (a language-model run)" if lm else "with eval.diagnostics=none"
         raise ConfigError(
