@@ -175,14 +175,6 @@ FAMILIES = {
             "extend_results.csv": "results.csv",
         },
         optional=("perplexity_vs_length.png",),  # studies run before the figure existed lack it
-        recorded=(
-            "The two parents are the language-model ablation's RoPE runs ([lm.md](lm.md): the "
-            "same model, recipe and seeds), copied into the study's folder. A first invocation "
-            "evaluated them under the four rules and trained the two runs from scratch (17.4 "
-            "min with 2 workers on the same machine, other work sharing its cores), then "
-            "stopped before the children on an error since fixed; sweep.json times the second "
-            "invocation, which trained and evaluated the six fine-tuned runs."
-        ),
     ),
     # --- end of the language-modelling track's families -----------------------------------
 }
