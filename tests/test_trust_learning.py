@@ -225,6 +225,8 @@ def test_an_evaluation_under_other_position_options_is_judged_by_its_training() 
     assert not_learned_reason(capped(scaled)).startswith("ended at its")
     plain = finding_run("rope", 0, 0, in_dist=0.0) | {"reached_target": True}
     assert not_learned_reason(plain).startswith("in-distribution exact-match 0.0%")
+    untargeted = scaled | {"reached_target": None}  # train.target_accuracy=null: no training
+    assert not_learned_reason(untargeted).startswith("in-distribution exact-match 0.0%")
 
 
 def test_a_capped_run_is_marked_not_learned_and_left_out(tmp_path: Path) -> None:

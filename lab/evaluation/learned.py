@@ -9,8 +9,10 @@ A run counts as **learned** when both hold:
 - its in-distribution exact-match on the test set (``summary.in_dist`` of ``eval.json``, the
   mean over grid lengths inside the training range) is at least :data:`LEARNED`. This rule
   reads the run as trained: an evaluation of it under other position options
-  (``eval.position_options``, "train once, evaluate many") is judged by the training alone,
-  since what such an option does to the in-distribution figure is the measurement itself.
+  (``eval.position_options``, "train once, evaluate many") is judged by the training alone
+  when its training reached a target, since what such an option does to the
+  in-distribution figure is the measurement itself; without a target (``reached_target``
+  null) nothing but its own in-distribution figure can tell, so that decides.
 
 A run that is not learned has extrapolation figures that say little (a scheme that never
 learned the task also fails past it); the sweep's tables, significance tests and findings
@@ -43,8 +45,8 @@ def not_learned_reason(result: Result) -> str | None:
         if steps == budget:
             return f"ended at its {steps}-step cap below train.target_accuracy={target}"
         return f"stopped at step {steps} of {budget}, below train.target_accuracy={target}"
-    if result["config"].get("eval", {}).get("position_options"):
-        return None  # an evaluation under other position options: its drop is the finding
+    if result["config"].get("eval", {}).get("position_options") and result.get("reached_target"):
+        return None  # under other position options, after training reached its target
     in_dist = result["summary"]["in_dist"]
     if in_dist is None:
         return "no in-distribution exact-match (a training length is unsupported)"
