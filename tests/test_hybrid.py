@@ -13,9 +13,10 @@ from omegaconf import OmegaConf
 from lab.common.config import ConfigError, config_from_dict, config_to_dict, load_config
 from lab.evaluation.attention_maps import attention_maps
 from lab.evaluation.labels import scheme_label
+from lab.reporting.tables import CSV_COLUMNS, csv_rows
 from lab.sweeps.sweep import expand, load_sweep, run_identity
 from model import ModelConfig, Transformer, blocked_attention
-from model.layout import resolve_layout
+from model.layout import layout_label, resolve_layout
 from model.position import (
     PositionScheme,
     alibi_bias,
@@ -428,6 +429,27 @@ def test_a_sweep_over_position_under_a_layout_is_refused_or_one_run(tmp_path):
     assert [s.name for s in specs] == ["rope-seed0"]
     assert specs[0].aliases == ["none-seed0 = rope-seed0"]
     assert load_config(None, specs[0].overrides).model.position == "none"
+
+
+def test_a_position_grid_over_a_head_split_of_both_schemes_is_one_run(tmp_path):
+    """``model.position`` over ``model.heads=rope:2+alibi:2``: both schemes are run by the split,
+    the model is the same either way, so the grid trains one run and names the other an alias;
+    its CSV row names what the model runs (the split), not the position it was given."""
+    sweep = tmp_path / "sweep.yaml"
+    base = {"model": {"heads": "rope:2+alibi:2", "n_heads": 4}}
+    grid = {"model.position": ["rope", "alibi"], "seed": [0]}
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "base": base, "grid": grid}, sweep)
+    specs = expand(load_sweep(sweep))
+    assert [s.name for s in specs] == ["rope-seed0"]
+    assert specs[0].aliases == ["alibi-seed0 = rope-seed0"]
+    config = config_to_dict(load_config(None, specs[0].overrides))
+    result = {"position": "rope", "task": "copy", "seed": 0, "config": config, "run_dir": "r"}
+    result["summary"] = {"in_dist": 1.0}
+    result["lengths"] = [dict.fromkeys(CSV_COLUMNS[4 : CSV_COLUMNS.index("learned")], 0.0)]
+    result["lengths"][0]["length"] = 8
+    rows = csv_rows([result])
+    assert rows[0]["position"] == layout_label(config["model"]) != "rope"
+    assert "alibi" in rows[0]["position"] and "rope" in rows[0]["position"]
 
 
 def test_the_hybrids_sweep_keeps_its_committed_labels():

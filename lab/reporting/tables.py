@@ -8,6 +8,7 @@ from typing import Any
 from lab.diagnostics.columns import DIAGNOSTIC_COLUMNS, diagnostic_fields
 from lab.evaluation.labels import ordered, run_label, scheme_label
 from lab.evaluation.learned import is_learned
+from model.layout import layout_label
 from registry import describe
 
 DASH = "—"
@@ -110,7 +111,8 @@ def csv_rows(results: list[dict[str, Any]], out_dir: str | Path | None = None) -
     rows = []
     for r in results:
         for length in r["lengths"]:
-            row = {"run": run_label(r, out_dir), "position": r["position"], "task": r["task"]}
+            scheme = layout_label(r["config"]["model"]) or r["position"]  # what the model runs
+            row = {"run": run_label(r, out_dir), "position": scheme, "task": r["task"]}
             row["seed"] = r["seed"]
             row.update({k: length[k] for k in CSV_COLUMNS[4 : CSV_COLUMNS.index("learned")]})
             row["learned"] = is_learned(r)

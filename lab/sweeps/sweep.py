@@ -335,8 +335,9 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
 def run_identity(config: Config) -> str:
     """What a run computes, as text: its whole config except ``run_dir``, ``log_dir`` and the
     options sections of tasks and position schemes other than its own (which it never reads: a
-    scheme is built from its own section alone). Two grid points with the same identity are one run
-    (:func:`expand`)."""
+    scheme is built from its own section alone), and, under ``model.layout`` or ``model.heads``
+    with no ``eval.position_options``, ``model.position`` (which then changes nothing). Two grid
+    points with the same identity are one run (:func:`expand`)."""
     values = config_to_dict(config)
     values.pop("run_dir")
     values.pop("log_dir")
@@ -344,6 +345,9 @@ def run_identity(config: Config) -> str:
     data["options"] = {k: v for k, v in data["options"].items() if k == data["task"]}
     used = {model["position"], *config.model.member_options}  # a hybrid's schemes too
     model["options"] = {k: v for k, v in model["options"].items() if k in used}
+    if (config.model.layout or config.model.heads) and not config.eval.position_options:
+        model.pop("position")  # the layout sets every layer; position names only the member
+        # that eval.position_options would change (model.layout.layout_position)
     return json.dumps(values, sort_keys=True, default=str)
 
 
@@ -499,6 +503,15 @@ def recorded_program(out_dir: str | Path) -> str | None:
     if not isinstance(command, str) or not command.startswith(PROGRAMS["sweep"]):
         return None
     return "extend-study" if command.startswith(PROGRAMS["extend-study"]) else "sweep"
+
+
+def recorded_smoke(out_dir: str | Path) -> bool:
+    """Whether the ``sweep.json`` in ``out_dir`` records a smoke sweep (``"smoke": true``,
+    :func:`lab.sweeps.summary.write_timing`); False when there is no such file or it is broken."""
+    try:
+        return json.loads((Path(out_dir) / SWEEP_JSON).read_text()).get("smoke") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def check_program(out_dir: str | Path, program: str) -> None:
