@@ -14,7 +14,9 @@ to ``DIR/<its path below the given folder>/``) and the run folders are left unto
 override is checked against each run's saved config as ``train.py`` checks a new run (lengths
 against the token limit, the task and the scheme), and every folder to write, before any
 evaluation starts; ``DIR`` is created only when the first file is written into it, and is
-never a run's folder or inside one, nor a sweep's folder (its reports would be replaced). Each
+never a run's folder or inside one, nor a sweep's folder (its reports would be replaced). An
+extend study's folder takes no reports (give ``--out``); a smoke sweep's reports carry its
+note, as the sweep's own did. Each
 ``eval.json`` names the checkpoint it evaluated (its step and SHA-256), and no write follows a
 symbolic link to a folder below ``DIR`` or the run.
 
@@ -50,6 +52,7 @@ from lab.evaluation.labels import scheme_label
 from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
+from lab.sweeps.sweep import PROGRAMS, recorded_program, recorded_smoke
 
 ERRORS = (ConfigError, OSError, ValueError)
 
@@ -73,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         writable_folder(out, create=False)  # created when the first file is written into it
         check_not_folders(out, REPORT_NAMES + LM_REPORT_NAMES)
-    except OSError as error:
+        smoke = report_mode(Path(args.path), out)
+    except ERRORS as error:
         return fail(error)
     status, plans = plan_runs(args, runs)
     if not plans:
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results:
         return status or 2
     try:
-        paths = write_reports(results, out)
+        paths = write_reports(results, out, smoke)
     except ERRORS as error:
         return fail(error)
     print_summary(results, len(runs) == 1, out, bool(args.out), paths)
@@ -138,6 +142,25 @@ def check_arguments(args: argparse.Namespace) -> tuple[torch.device, list[Path]]
     device = resolve_device(args.device)
     configure_threads(args.threads)
     return device, find_runs(args.path)
+
+
+def report_mode(path: Path, out: Path) -> bool:
+    """Whether the reports are a smoke sweep's (the sweep folder ``path`` records
+    ``"smoke": true``, :func:`lab.sweeps.sweep.recorded_smoke`): they then carry its note
+    instead of tests and findings, as the sweep's own did.
+
+    Raises:
+        ConfigError: ``out`` holds an extend study's results (``python sweep.py
+            --extend-study``), whose figures and tables are of another kind than these reports
+            and would be replaced (one line naming the folder and the way out).
+    """
+    if recorded_program(out) == "extend-study":
+        raise ConfigError(
+            f"{str(out)!r} holds the results of `{PROGRAMS['extend-study']}`; eval.py's reports "
+            f"would replace its figures and tables with ones of another kind: give --out DIR, "
+            f"or run the study's command again to re-evaluate it"
+        )
+    return recorded_smoke(path)
 
 
 def plan_runs(args: argparse.Namespace, runs: list[Path]) -> tuple[int, list[Plan]]:

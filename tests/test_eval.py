@@ -553,6 +553,34 @@ def test_cli_checks_its_output_folder_before_evaluating(tmp_path, capsys, traine
     assert f"cannot write into {str(blocker / 'reports')!r}" in one_error_line(capsys)
 
 
+def test_eval_py_keeps_an_extend_studys_figures_and_a_smoke_sweeps_note(
+    tmp_path, capsys, trained_run
+):
+    """``eval.py STUDY_DIR`` once replaced an extend study's figures with eval.py's report set,
+    and ``eval.py SMOKE_SWEEP_DIR`` rewrote its reports with significance tests and findings."""
+    fast = ["--no-progress", "eval.samples=16", "eval.probe_samples=16", "eval.lengths=[2,4]"]
+    study, smoke = tmp_path / "study", tmp_path / "smoke"
+    for folder, command, flag in (
+        (study, "python sweep.py --extend-study configs/lm_extend.yaml", {}),
+        (smoke, "python sweep.py --config configs/quick.yaml", {"smoke": True}),
+    ):
+        (folder / "run").mkdir(parents=True)
+        shutil.copy(checkpoint_path(trained_run), checkpoint_path(folder / "run"))
+        (folder / "sweep.json").write_text(json.dumps({"command": command, **flag}))
+    (study / "perplexity_vs_length.png").write_bytes(b"the study's figure")
+    assert eval_cli.main([str(study), *fast]) == 2
+    error = one_error_line(capsys)
+    assert f"{str(study)!r} holds the results of `python sweep.py --extend-study`" in error
+    assert "give --out DIR" in error
+    assert (study / "perplexity_vs_length.png").read_bytes() == b"the study's figure"
+    assert not (study / "run" / "eval.json").exists()  # refused before any evaluation
+    assert eval_cli.main([str(study), "--out", str(tmp_path / "out"), *fast]) == 0
+    assert eval_cli.main([str(smoke), *fast]) == 0
+    report = (smoke / "report.md").read_text()
+    assert "**Smoke test**" in report and "Findings against the literature" not in report
+    capsys.readouterr()
+
+
 def test_an_eval_json_that_breaks_the_schema_is_reevaluated(run_result, trained_run, tmp_path):
     """An eval.json without `summary` was once reported as it was, and every sweep re-run
     repeated the same traceback."""
