@@ -638,3 +638,25 @@ def test_a_full_disk_during_evals_tensorboard_write_is_one_line_and_no_torn_file
     after = {p.name: p.read_bytes() for p in run.glob(f"events.out.tfevents.*{suffix}")}
     assert after == before  # no truncated file, the earlier one intact
     assert not [p.name for p in run.iterdir() if p.name.endswith(".tmp")]  # no temporary file
+
+
+def test_a_resume_in_the_second_its_killed_run_began_still_logs_every_step_once(
+    straight: tuple[Config, TrainResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorBoard reads a folder's event files in name order, and names them by the second
+    they opened, then the process and a counter compared as text. The killed run's file is
+    given this second and a counter that sorts after the resumed run's: read last, its
+    ``purge_step`` marker (step 1) once purged every resumed step."""
+    with monkeypatch.context() as patch:
+        crash_at(patch, 13)
+        with pytest.raises(RuntimeError, match="killed"):
+            train(tiny_config(tmp_path, "train.log_every=1"))
+    (killed,) = tmp_path.glob("events.out.tfevents.*")
+    second = int(time.time()) + 1
+    killed.rename(tmp_path / f"events.out.tfevents.{second:010d}.~.0.0")  # "~" sorts last
+    train(resume_config(tmp_path), resume=True)
+    names = sorted(p.name for p in tmp_path.glob("events.out.tfevents.*"))
+    assert len(names) == 2 and names[0].endswith(".~.0.0")  # the killed run's file reads first
+    losses = EventAccumulator(str(tmp_path)).Reload().Scalars("train/loss")
+    assert [e.step for e in losses] == list(range(1, STEPS + 1))
+    assert [e.value for e in losses] == pytest.approx(straight[1].losses, rel=1e-6)

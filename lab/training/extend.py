@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams as hparams_summary
 
 from lab.common.checkpoint import (
@@ -60,6 +59,7 @@ from lab.common.config import (
     with_overrides,
 )
 from lab.common.events.place import check_run_events, events_folder
+from lab.common.events.writer import open_summary_writer
 from lab.common.outputs import output_problem
 from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
@@ -354,7 +354,7 @@ def write_parent_tensorboard(child: Config, record: dict[str, Any]) -> None:
     shown = hparams(child) | {"seed": str(child.seed), "parent": record["run"]}
     shown |= {"parent_step": record["step"], "parent_sha256": record["sha256"][:16]}
     experiment, start, end = hparams_summary(shown, dict.fromkeys(HEADLINE, 0.0))
-    writer = SummaryWriter(str(events_folder(child.run_dir, child.log_dir, child.data.task)))
+    writer = open_summary_writer(events_folder(child.run_dir, child.log_dir, child.data.task))
     try:
         for summary in (mark_axes(experiment), start, end):
             writer.file_writer.add_summary(summary, 0)

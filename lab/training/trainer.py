@@ -20,7 +20,8 @@ What survives what:
   removed from the event files: :func:`lab.common.events.files.drop_events_after`), and a fresh
   start clears the files of a run stopped before its first checkpoint (and every event file in
   the sweep's events folder of a ``log_dir=sweep`` run, :func:`lab.common.checkpoint.clear_events`),
-  so every step is in the event files once. The events go to
+  so every step is in the event files once; the writer's file is named to be read after the
+  earlier ones (:func:`lab.common.events.writer.open_summary_writer`). The events go to
   :func:`lab.common.events.place.events_folder` (the run folder unless ``log_dir=sweep``, as a
   sweep sets it).
 - On resume, the config must equal the saved config except for
@@ -60,6 +61,7 @@ from lab.common.checkpoint import (
 from lab.common.config import Config, ConfigError, save_config
 from lab.common.events.files import drop_events_after
 from lab.common.events.place import check_run_events, events_folder
+from lab.common.events.writer import open_summary_writer
 from lab.common.runlock import run_lock
 from lab.common.runtime import (
     Interrupt,
@@ -282,7 +284,7 @@ def open_loop(run: Run, device: torch.device) -> Loop:
     compiled = group.wrap(run.model, device)
     compiled = torch.compile(compiled, dynamic=True) if config.compile else compiled
     lengths = range(config.data.train_min_length, config.data.train_max_length + 1)
-    writer = SummaryWriter(str(events), purge_step=run.step + 1) if group.is_main else None
+    writer = open_summary_writer(events, purge_step=run.step + 1) if group.is_main else None
     if writer is not None:
         write_layout(writer, config)
     bar = tqdm(
