@@ -123,3 +123,32 @@ def test_select_lr_trains_every_scheme_at_every_rate_and_writes_a_sweep_that_use
         scheme = name.split("-")[0]
         lrs = [o for o in overrides if o.startswith("train.lr=")]
         assert float(lrs[-1].split("=")[1]) == selection["chosen"][scheme], (name, lrs)
+
+
+def test_tuning_a_sweep_file_that_holds_chosen_rates_trains_at_the_grid_rates(
+    tmp_path: Path,
+) -> None:
+    """A committed sweep file carries its chosen rates in ``when`` blocks (as
+    configs/passkey.yaml does); tuning on it again must train at ``--lrs``, not at them."""
+    import argparse
+
+    from lab.common.config import load_config
+    from lab.sweeps.select_lr import tuning_sweep
+
+    path = tmp_path / "chosen.yaml"
+    path.write_text(
+        f"out_dir: {tmp_path / 'compare'}\n"
+        "base: {train: {steps: 10, lr: 0.01, warmup_steps: 1}}\n"
+        "grid: {model.position: [rope, alibi], data.task: [copy], seed: [0]}\n"
+        "when: {model.position=rope: {train: {lr: 0.003}}}\n"
+    )
+    args = argparse.Namespace(lrs="1e-3,3e-4", seeds="100", config=str(path), overrides=[])
+    sweep, rates = tuning_sweep(args)
+    trained = {s.name: load_config(None, s.overrides).train.lr for s in expand(sweep)}
+    assert rates == [1e-3, 3e-4] and sweep.out_dir == f"{tmp_path / 'compare'}-lr"
+    assert trained == {
+        "rope-copy-seed100-lr0.001": 1e-3,
+        "rope-copy-seed100-lr0.0003": 3e-4,
+        "alibi-copy-seed100-lr0.001": 1e-3,
+        "alibi-copy-seed100-lr0.0003": 3e-4,
+    }

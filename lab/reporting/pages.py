@@ -22,6 +22,7 @@ from typing import Any
 
 from lab.common.machine import describe
 from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
+from lab.reporting.learning_rates import SELECTION, learning_rate_section, selection_problem
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -44,6 +45,8 @@ class Family:
         recorded: what the committed files do not record (wall time, machine), as text.
         smoke: the family publishes a smoke sweep (``"smoke": true`` in its ``sweep.json``);
             every other family refuses one, since its page would read as a result.
+        tuning: files of the sweep's learning-rate tuning folder (``OUT_DIR-lr``,
+            :mod:`lab.sweeps.select_lr`) copied under their own names when it has them.
     """
 
     name: str
@@ -53,6 +56,7 @@ class Family:
     optional: tuple[str, ...] = ()
     recorded: str = ""
     smoke: bool = False
+    tuning: tuple[str, ...] = ()
 
 
 SWEEP_FILES = {"results.json": "results.json", "report.md": "report.md"}
@@ -73,6 +77,7 @@ FAMILIES = {
         "python sweep.py",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, ATTENTION_FIGURE)},
+        tuning=(SELECTION,),
     ),
     "v2": Family(
         "v2",
@@ -163,6 +168,7 @@ FAMILIES = {
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, "passkey_grid.png")},
         recorded=SHARED_CORES,
+        tuning=(SELECTION,),
     ),
     "lm-extend": Family(
         "lm-extend",
@@ -226,7 +232,8 @@ def sweep_problem(data: Any) -> str | None:
 
 def file_problem(path: Path, kind: str) -> str | None:
     """What makes the file ``path`` not a sweep's file ``kind`` (``results.json``,
-    ``sweep.json``, ``report.md``, ``results.csv`` or a figure ``*.png``), in a few words, or
+    ``sweep.json``, ``lr_selection.json``, ``report.md``, ``results.csv`` or a figure ``*.png``),
+    in a few words, or
     None. Reads the file.
 
     Raises:
@@ -245,7 +252,15 @@ def file_problem(path: Path, kind: str) -> str | None:
         parsed = json.loads(text)
     except ValueError as error:
         return f"not JSON: {error}"
+    if kind == SELECTION:
+        return selection_problem(parsed)
     return results_problem(parsed) if kind.endswith("results.json") else sweep_problem(parsed)
+
+
+def selection(folder: Path) -> dict[str, Any] | None:
+    """The published ``lr_selection.json`` of ``folder`` (how its rates were chosen), or None
+    when it has none."""
+    return read_json(folder, SELECTION) if (folder / SELECTION).is_file() else None
 
 
 def header(family: Family, publish: str) -> list[str]:
@@ -333,7 +348,9 @@ def ablation_page(folder: Path, publish: str) -> str:
     lines += [EXPLANATION, ""]
     lines += ["![exact-match against length](ablation/accuracy_vs_length.png)", ""]
     lines += diagnostics_section(results, f"ablation/{ATTENTION_FIGURE}")
+    lines += learning_rate_section(results, selection(folder), f"ablation/{SELECTION}")
     names = ["report.md", "results.csv", "results.json", "sweep.json"]
+    names += [SELECTION] if (folder / SELECTION).is_file() else []
     return "\n".join([*lines, files_line("ablation", names), ""])
 
 

@@ -40,6 +40,7 @@ from lab.common.outputs import SWEEP_JSON
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
+from lab.reporting.learning_rates import TUNING_SUFFIX
 from lab.reporting.pages import (
     FAMILIES,
     RESULTS,
@@ -70,7 +71,8 @@ def family_files(
     sweep_dir: str | Path, family: Family, results: Path = RESULTS
 ) -> dict[Path, Path]:
     """Where a finished sweep's files go -> the files: ``results/FAMILY/`` under the names of
-    :attr:`Family.copied` (and :attr:`Family.optional` where the sweep has them).
+    :attr:`Family.copied` (and :attr:`Family.optional` where the sweep has them), and the
+    :attr:`Family.tuning` files of its tuning folder ``OUT_DIR-lr`` where it has them.
 
     Raises:
         FileNotFoundError: a required file is missing (one line naming it).
@@ -82,7 +84,11 @@ def family_files(
             f"{str(sweep_dir)!r} lacks {', '.join(missing)}; run python sweep.py first"
         )
     wanted = {**family.copied, **{n: n for n in family.optional if (sweep_dir / n).is_file()}}
-    return {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
+    files = {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
+    tuning = sweep_dir.parent / f"{sweep_dir.name}{TUNING_SUFFIX}"
+    return files | {
+        results / family.name / n: tuning / n for n in family.tuning if (tuning / n).is_file()
+    }
 
 
 def published_bytes(source: Path, target: Path) -> bytes:

@@ -14,6 +14,7 @@ from lab.lm.findings import lm_findings
 from lab.lm.passkey import passkey_table
 from lab.lm.report import EXPLAINED, corpus_lines, perplexity_table, ratio_table
 from lab.reporting.aggregate import groups, headline_table, tasks
+from lab.reporting.learning_rates import SELECTION, learning_rate_section
 from lab.reporting.pages import (
     FAMILIES,
     Family,
@@ -27,6 +28,7 @@ from lab.reporting.pages import (
     provenance,
     read_json,
     rope_scaling_page,
+    selection,
     steps_line,
     suite_page,
     v2_page,
@@ -110,7 +112,9 @@ def passkey_page(folder: Path, publish: str) -> str:
         "[report.md](passkey/report.md).",
         "",
     ]
+    lines += learning_rate_section(results, selection(folder), f"passkey/{SELECTION}")
     names = ["report.md", "results.csv", "results.json", "sweep.json"]
+    names += [SELECTION] if (folder / SELECTION).is_file() else []
     return "\n".join([*lines, files_line("passkey", names), ""])
 
 

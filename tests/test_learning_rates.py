@@ -1,0 +1,89 @@
+"""A result page's "Learning rates" section: which rate each scheme trained at, how it was
+chosen (``sweep.py --select-lr``'s ``lr_selection.json``, copied from the tuning folder beside
+the sweep), and a run whose rate is not the one chosen for its scheme flagged."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.reporting import readme
+from lab.reporting.learning_rates import learning_rate_section, rates_used, selection_problem
+from lab.reporting.pages import FAMILIES, file_problem
+
+SELECTION = {
+    "command": "python sweep.py --select-lr --config configs/passkey.yaml",
+    "rates": [0.0003, 0.001, 0.003],
+    "seeds": [100],
+    "criterion": "in-distribution validation only",
+    "chosen": {"rope": 0.003, "learned": 0.001},
+    "why": {"rope": "lr=0.003 (chosen): 1/1 reached", "learned": "lr=0.001 (chosen): 1/1"},
+}
+
+
+def run(position: str, lr: float, seed: int = 0) -> dict:
+    return {"position": position, "seed": seed, "config": {"train": {"lr": lr}}}
+
+
+def test_the_rates_each_scheme_used_in_run_order() -> None:
+    results = [run("rope", 3e-3), run("learned", 1e-3), run("rope", 3e-3, 1), run("rope", 1e-3)]
+    assert rates_used(results) == {"rope": [3e-3, 1e-3], "learned": [1e-3]}
+
+
+def test_one_untuned_rate_says_so() -> None:
+    lines = learning_rate_section([run("rope", 1e-3), run("alibi", 1e-3)], None, "x.json")
+    assert lines[2] == (
+        "Every run trained at lr=0.001: one rate for every scheme, not tuned per scheme "
+        "(`python sweep.py --select-lr` would)."
+    )
+
+
+def test_a_chosen_rate_is_shown_with_why_and_a_run_at_another_rate_is_flagged() -> None:
+    results = [run("rope", 3e-3), run("learned", 3e-3), run("alibi", 1e-3)]
+    text = "\n".join(learning_rate_section(results, SELECTION, "passkey/lr_selection.json"))
+    assert "`python sweep.py --select-lr --config configs/passkey.yaml`" in text
+    assert "rate of 0.0003, 0.001, 0.003 on tuning seed(s) 100" in text
+    assert "[lr_selection.json](passkey/lr_selection.json)" in text
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
+    cells = {row[0]: row[1:] for row in rows if row[0].startswith("`")}
+    assert cells["`rope`"] == ["0.003", "0.003", "lr=0.003 (chosen): 1/1 reached"]
+    assert cells["`learned`"][:2] == ["0.001", "**0.003: not the rate chosen**"]
+    assert cells["`alibi`"] == ["not tuned", "0.001", ""]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"chosen": {"rope": 3}}, "chosen['rope']=3 is not a learning rate in (0, 1)"),
+        ({"chosen": {"rope": True}}, "chosen['rope']=True is not a learning rate in (0, 1)"),
+        ({"chosen": {}}, "chosen={} is not an object keyed by scheme"),
+        ({"seeds": "100"}, "seeds='100' is not a list"),
+        ({"why": None}, "why=None is not an object keyed by scheme"),
+    ],
+)
+def test_a_broken_selection_is_named(change: dict, problem: str) -> None:
+    assert selection_problem(SELECTION) is None
+    assert selection_problem({**SELECTION, **change}) == problem
+    assert selection_problem([]) == "not an object but a list"
+    assert selection_problem({"command": "x"}).startswith("lacks 'rates', 'seeds'")
+
+
+def test_publishing_copies_the_selection_of_the_tuning_folder_beside_the_sweep(
+    tmp_path: Path,
+) -> None:
+    sweep, results = tmp_path / "passkey", tmp_path / "results"
+    sweep.mkdir()
+    for name in FAMILIES["passkey"].copied:
+        (sweep / name).write_text("x")
+    files = readme.family_files(sweep, FAMILIES["passkey"], results)
+    assert results / "passkey" / "lr_selection.json" not in files  # no tuning folder
+    (tmp_path / "passkey-lr").mkdir()
+    chosen = tmp_path / "passkey-lr" / "lr_selection.json"
+    chosen.write_text(json.dumps(SELECTION))
+    files = readme.family_files(sweep, FAMILIES["passkey"], results)
+    assert files[results / "passkey" / "lr_selection.json"] == chosen
+    assert file_problem(chosen, "lr_selection.json") is None
+    chosen.write_text(json.dumps({**SELECTION, "chosen": {"rope": 2.0}}))
+    assert file_problem(chosen, "lr_selection.json") == (
+        "chosen['rope']=2.0 is not a learning rate in (0, 1)"
+    )
