@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from lab.reporting import readme
-from lab.reporting.learning_rates import learning_rate_section, rates_used, selection_problem
-from lab.reporting.pages import FAMILIES, file_problem
+from lab.reporting.pages import (
+    FAMILIES,
+    file_problem,
+    learning_rate_section,
+    rates_used,
+    selection_problem,
+)
 
 SELECTION = {
     "command": "python sweep.py --select-lr --config configs/passkey.yaml",

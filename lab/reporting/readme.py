@@ -40,10 +40,10 @@ from lab.common.outputs import SWEEP_JSON
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
-from lab.reporting.learning_rates import TUNING_SUFFIX
 from lab.reporting.pages import (
     FAMILIES,
     RESULTS,
+    TUNING_SUFFIX,
     Family,
     file_problem,
     noted,

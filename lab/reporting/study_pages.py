@@ -14,9 +14,9 @@ from lab.lm.findings import lm_findings
 from lab.lm.passkey import passkey_table
 from lab.lm.report import EXPLAINED, corpus_lines, perplexity_table, ratio_table
 from lab.reporting.aggregate import groups, headline_table, tasks
-from lab.reporting.learning_rates import SELECTION, learning_rate_section
 from lab.reporting.pages import (
     FAMILIES,
+    SELECTION,
     Family,
     Result,
     ablation_page,
@@ -24,6 +24,7 @@ from lab.reporting.pages import (
     documented,
     files_line,
     header,
+    learning_rate_section,
     noted,
     provenance,
     read_json,
