@@ -737,3 +737,20 @@ def test_a_study_into_a_sweeps_folder_exits_2_in_one_line(tmp_path, capsys):
     assert extend_study.main([str(tmp_path / "study.yaml"), *TINY, f"out_dir={out}"]) == 2
     assert "holds the results of `python sweep.py`" in one_error_line(capsys)
     assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
+
+
+def test_a_length_scored_on_too_few_windows_has_empty_interval_cells_in_the_csv() -> None:
+    """8x and 16x scored on fewer than 5 windows have no interval (null in eval.json, "n/a" in
+    the report): the CSV once crashed formatting None, on every re-run of the study."""
+    import csv
+    import io
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "results" / "lm-extend"
+    results = json.loads((committed / "results.json").read_text())
+    row = next(r for r in results[0]["lengths"] if r["supported"])
+    row["perplexity_low"] = row["perplexity_high"] = None
+    rows = list(csv.DictReader(io.StringIO(rep.results_csv(results))))
+    blank = [r for r in rows if r["perplexity_low"] == "" and r["perplexity_high"] == ""]
+    assert len(blank) == 1 and float(blank[0]["perplexity"]) == pytest.approx(row["perplexity"])
+    assert len(rows) == sum(r["supported"] for run in results for r in run["lengths"])

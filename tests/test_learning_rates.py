@@ -23,11 +23,12 @@ SELECTION = {
     "criterion": "in-distribution validation only",
     "chosen": {"rope": 0.003, "learned": 0.001},
     "why": {"rope": "lr=0.003 (chosen): 1/1 reached", "learned": "lr=0.001 (chosen): 1/1"},
+    "arms": [{"scheme": "rope", "budget": 3000}, {"scheme": "learned", "budget": 3000}],
 }
 
 
-def run(position: str, lr: float, seed: int = 0) -> dict:
-    return {"position": position, "seed": seed, "config": {"train": {"lr": lr}}}
+def run(position: str, lr: float, seed: int = 0, steps: int = 3000) -> dict:
+    return {"position": position, "seed": seed, "config": {"train": {"lr": lr, "steps": steps}}}
 
 
 def test_the_rates_each_scheme_used_in_run_order() -> None:
@@ -47,13 +48,24 @@ def test_a_chosen_rate_is_shown_with_why_and_a_run_at_another_rate_is_flagged() 
     results = [run("rope", 3e-3), run("learned", 3e-3), run("alibi", 1e-3)]
     text = "\n".join(learning_rate_section(results, SELECTION, "passkey/lr_selection.json"))
     assert "`python sweep.py --select-lr --config configs/passkey.yaml`" in text
-    assert "rate of 0.0003, 0.001, 0.003 on tuning seed(s) 100" in text
+    assert (
+        "rate of 0.0003, 0.001, 0.003 on tuning seed(s) 100 (none of them a seed of the runs "
+        "above) at this study's step budget (3000 steps)"
+    ) in text
     assert "[lr_selection.json](passkey/lr_selection.json)" in text
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
     cells = {row[0]: row[1:] for row in rows if row[0].startswith("`")}
     assert cells["`rope`"] == ["0.003", "0.003", "lr=0.003 (chosen): 1/1 reached"]
     assert cells["`learned`"][:2] == ["0.001", "**0.003: not the rate chosen**"]
     assert cells["`alibi`"] == ["not tuned", "0.001", ""]
+
+
+def test_a_selection_on_the_published_seeds_or_another_budget_says_so_in_bold() -> None:
+    results = [run("rope", 3e-3, seed=100, steps=500), run("learned", 1e-3, steps=500)]
+    text = "\n".join(learning_rate_section(results, SELECTION, "x.json"))
+    assert "on tuning seed(s) 100 (**seed(s) 100 of the runs above too**)" in text
+    assert "at **a budget of 3000 steps, not this study's 500**" in text
+    assert "never" not in text and "alike" not in text
 
 
 @pytest.mark.parametrize(

@@ -152,3 +152,83 @@ def test_tuning_a_sweep_file_that_holds_chosen_rates_trains_at_the_grid_rates(
         "alibi-copy-seed100-lr0.001": 1e-3,
         "alibi-copy-seed100-lr0.0003": 3e-4,
     }
+
+
+def test_a_rate_is_trained_exactly_as_given() -> None:
+    """A rate with more than 6 significant digits once trained at its ``:g`` rounding and then
+    matched no arm: a traceback after the whole tuning."""
+    import argparse
+
+    from lab.common.config import load_config
+    from lab.sweeps.select_lr import tuning_sweep
+
+    args = argparse.Namespace(
+        lrs="1.23456789e-3,1.0000001e-3", seeds="100", config=QUICK, overrides=TINY
+    )
+    sweep, rates = tuning_sweep(args)
+    trained = sorted({load_config(None, s.overrides).train.lr for s in expand(sweep)})
+    assert rates == [1.23456789e-3, 1.0000001e-3]
+    assert trained == sorted(rates)  # two runs per scheme, not one collapsed rate
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seeds", "0"], "--seeds='0' includes the sweep's own seed(s) [0]"),
+        (["model.layout=rope"], "sets model.layout='rope' (a hybrid layout"),
+        (["model.heads=rope:2+none:2"], "sets model.heads='rope:2+none:2' (a hybrid layout"),
+    ],
+)
+def test_tuning_on_judged_seeds_or_hybrid_layouts_is_refused_before_training(
+    tmp_path: Path, capsys, extra: list[str], message: str
+) -> None:
+    out = tmp_path / "tune"
+    argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3", *extra, *TINY]
+    if extra[0].startswith("model."):
+        argv.append("position=rope")
+    assert sweep_cli.main([*argv, f"out_dir={out}"]) == 2
+    assert message in one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_a_bad_write_target_is_refused_before_training(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("seed: 0\n")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("# my own sweep file\nout_dir: x\n")
+    cases = {
+        str(tmp_path): "is a folder",
+        str(tmp_path / "missing" / "x.yaml"): f"is in {str(tmp_path / 'missing')!r}, which",
+        str(run / "sweep.yaml"): "is inside a run's folder",
+        str(mine): "is a file this command did not write",
+    }
+    for target, problem in cases.items():
+        argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3", "--write", target, *TINY]
+        assert sweep_cli.main([*argv, f"out_dir={tmp_path / 'tune'}"]) == 2
+        assert f"--write={target!r} {problem}" in one_error_line(capsys), target
+    assert not (tmp_path / "tune").exists() and not (tmp_path / "missing").exists()
+    assert mine.read_text() == "# my own sweep file\nout_dir: x\n"
+
+
+def test_a_tuning_folder_and_a_sweep_folder_are_kept_apart(tmp_path: Path, capsys) -> None:
+    """A sweep (or extend study) into a finished tuning folder, and a tuning into a sweep's
+    folder, are refused: each would mix its runs and replace the other's sweep.json."""
+    from lab.common.config import ConfigError
+    from lab.sweeps.sweep import check_program
+
+    tuning, sweep = tmp_path / "tune", tmp_path / "sweep"
+    for folder, command in (
+        (tuning, "python sweep.py --select-lr --lrs 1e-3"),
+        (sweep, "python sweep.py"),
+    ):
+        folder.mkdir()
+        (folder / "sweep.json").write_text(json.dumps({"command": command}))
+    for program in ("sweep", "extend-study"):
+        with pytest.raises(ConfigError, match="holds the results of `python sweep.py --select-lr`"):
+            check_program(tuning, program)
+    check_program(tuning, "select-lr")
+    argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3", *TINY, f"out_dir={sweep}"]
+    assert sweep_cli.main(argv) == 2
+    assert "holds the results of `python sweep.py`" in one_error_line(capsys)
+    assert sorted(p.name for p in sweep.iterdir()) == ["sweep.json"]

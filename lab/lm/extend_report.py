@@ -517,7 +517,8 @@ CSV_FIELDS += ("perplexity_low", "perplexity_high", "loss", "windows", "parent")
 
 
 def results_csv(results: list[Result]) -> str:
-    """One row per run and supported length: :data:`CSV_FIELDS`."""
+    """One row per run and supported length: :data:`CSV_FIELDS`; an empty cell where a figure
+    is null (an interval from too few windows)."""
     original, groups = grouped(results)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -531,7 +532,7 @@ def results_csv(results: list[Result]) -> str:
                 writer.writerow(
                     [name, kind, rule, seed, row["length"], f"{row['length'] / original:g}"]
                     + [
-                        f"{row[k]:.6g}"
+                        "" if row[k] is None else f"{row[k]:.6g}"  # too few windows: no interval
                         for k in ("perplexity", "perplexity_low", "perplexity_high", "loss")
                     ]
                     + [row["windows"], (run.get("parent") or {}).get("run", "")]

@@ -303,6 +303,32 @@ def rates_used(results: list[dict[str, Any]]) -> dict[str, list[float]]:
     return used
 
 
+def tuning_seeds(results: list[dict[str, Any]], selection: dict[str, Any]) -> str:
+    """``'100 (none of them a seed of the runs above)'``, or, when the tuning seeds include
+    seeds of the published runs, a bold warning naming them (the rates were chosen on runs the
+    page then judges)."""
+    seeds = ", ".join(str(s) for s in selection["seeds"])
+    shared = sorted(set(selection["seeds"]) & {r["seed"] for r in results})
+    if shared:
+        return f"{seeds} (**seed(s) {', '.join(map(str, shared))} of the runs above too**)"
+    return f"{seeds} (none of them a seed of the runs above)"
+
+
+def tuning_budget(results: list[dict[str, Any]], selection: dict[str, Any]) -> str:
+    """``'this study's step budget (3000 steps)'`` when every tuning run had the published
+    runs' budget (``train.steps``), else both budgets in bold."""
+    study = sorted({int(r["config"]["train"]["steps"]) for r in results})
+    arms = selection.get("arms") if isinstance(selection.get("arms"), list) else []
+    tuned = sorted({int(a["budget"]) for a in arms if isinstance(a, dict) and "budget" in a})
+    said = {
+        key: " or ".join(map(str, steps)) or "unrecorded"
+        for key, steps in (("study", study), ("tuned", tuned))
+    }
+    if tuned == study:
+        return f"this study's step budget ({said['study']} steps)"
+    return f"**a budget of {said['tuned']} steps, not this study's {said['study']}**"
+
+
 def learning_rate_section(
     results: list[dict[str, Any]], selection: dict[str, Any] | None, link: str
 ) -> list[str]:
@@ -328,12 +354,11 @@ def learning_rate_section(
         rows = [[f"`{s}`", ", ".join(f"{lr:g}" for lr in v)] for s, v in used.items()]
         note = "Rates set by the sweep file, not recorded as chosen by `sweep.py --select-lr`."
         return [*lines, note, "", format_table(["scheme", "lr"], rows), ""]
-    seeds = ", ".join(str(s) for s in selection["seeds"])
     rates = ", ".join(f"{float(r):g}" for r in selection["rates"])
     lines += [
-        f"Each scheme's rate was chosen alike for every scheme by `{selection['command']}`: "
-        f"every scheme trained at every rate of {rates} on tuning seed(s) {seeds} (never the "
-        f"seeds above) at this study's step budget, ranked on {selection['criterion']}. Every "
+        f"Each scheme's rate was chosen by `{selection['command']}`: every scheme it tuned "
+        f"trained at every rate of {rates} on tuning seed(s) {tuning_seeds(results, selection)}"
+        f" at {tuning_budget(results, selection)}, ranked on {selection['criterion']}. Every "
         f"tuning run's numbers: [{SELECTION}]({link}).",
         "",
     ]

@@ -39,6 +39,7 @@ from lab.common.checkpoint import checkpoint_path, load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.common.files import atomic_write
 from lab.sweeps.local import parallel_runs, run_all
+from lab.sweeps.summary import write_timing
 from lab.sweeps.sweep import RunSpec, expand, load_sweep, prepare_out_dir
 from lab.sweeps.workers import MAX_WORKERS
 
@@ -47,6 +48,9 @@ DEFAULT_RATES = "3e-4,1e-3,3e-3"
 DEFAULT_SEEDS = "100"
 """Tuning seeds: apart from every committed sweep's evaluation seeds (0 to 5), so the runs a
 rate is chosen on are never the runs it is then judged on."""
+
+HEADER = "with each scheme's learning rate chosen by"
+"""What the first line of every sweep file this command writes says (after the source's name)."""
 
 CRITERION = (
     "in-distribution validation only: exact-match tasks rank (1) arms reaching "
@@ -197,7 +201,7 @@ def selected_sweep_file(source: Path, chosen: dict[str, float], command: str) ->
         block.pop("train.lr", None)
         block.setdefault("train", {})["lr"] = lr
     header = (
-        f"# {source.name} with each scheme's learning rate chosen by\n# {command}\n"
+        f"# {source.name} {HEADER}\n# {command}\n"
         "# (in-distribution validation only; lr_selection.json in the tuning folder has every "
         "arm's numbers)\n"
     )
@@ -218,13 +222,59 @@ def tuning_sweep(args: argparse.Namespace):
     given = any(item.startswith("out_dir=") for item in args.overrides)
     overrides = [
         *args.overrides,
-        f"train.lr={','.join(f'{r:g}' for r in rates)}",
+        f"train.lr={','.join(repr(r) for r in rates)}",  # exactly as given: arms match by ==
         f"seed={','.join(map(str, seeds))}",
         *([] if given else [f"out_dir={original.out_dir}-lr"]),
     ]
     sweep = load_sweep(args.config, overrides)
     sweep.grid = {k: v for k, v in sweep.grid.items() if not k.startswith("eval.position_options.")}
+    judged = sorted({int(load_config(None, s.overrides).seed) for s in expand(original)})
+    shared = sorted(set(seeds) & set(judged))
+    if shared:
+        raise ConfigError(
+            f"--seeds={args.seeds!r} includes the sweep's own seed(s) {shared}: a rate would be "
+            f"chosen on runs it is then judged on; tune on other seeds (default {DEFAULT_SEEDS})"
+        )
     return sweep, rates
+
+
+def check_plain(specs: list[RunSpec]) -> None:
+    """Refuse tuning runs of hybrid layouts: a rate is chosen per ``model.position``, and a
+    layout's model is not the scheme its ``model.position`` names.
+
+    Raises:
+        ConfigError: a run sets ``model.layout``, ``model.heads`` or ``model.nope_every``.
+    """
+    for spec in specs:
+        model = load_config(None, spec.overrides).model
+        for key in ("layout", "heads", "nope_every"):
+            if getattr(model, key):
+                raise ConfigError(
+                    f"--select-lr chooses one rate per model.position, and run {spec.name!r} "
+                    f"sets model.{key}={getattr(model, key)!r} (a hybrid layout, not the scheme "
+                    "it names); tune a sweep without layouts"
+                )
+
+
+def check_target(target: Path) -> None:
+    """Refuse a ``--write`` target before any run trains: a folder, a missing folder, a run's
+    folder, or an existing file this command did not write.
+
+    Raises:
+        ConfigError: one line naming ``target`` and what is wrong.
+    """
+    parent = target.parent
+    problem = None
+    if target.is_dir():
+        problem = "is a folder"
+    elif not parent.is_dir():
+        problem = f"is in {str(parent)!r}, which is not an existing folder"
+    elif (parent / "config.yaml").is_file() or checkpoint_path(parent).is_file():
+        problem = "is inside a run's folder"
+    elif target.exists() and HEADER not in target.read_text(errors="replace")[:400]:
+        problem = "is a file this command did not write (it would be replaced)"
+    if problem:
+        raise ConfigError(f"--write={str(target)!r} {problem}; give a new .yaml file's path")
 
 
 def parse_numbers(value: str, flag: str, kind: type) -> list:
@@ -273,7 +323,11 @@ def main(argv: list[str]) -> int:
             )
         sweep, rates = tuning_sweep(args)
         specs = expand(sweep)
-        prepare_out_dir(sweep, specs, args.overwrite)
+        check_plain(specs)
+        target = Path(args.write) if args.write else Path(sweep.out_dir) / "selected_sweep.yaml"
+        if args.write:  # the default, in the tuning folder, is this command's own file
+            check_target(target)
+        prepare_out_dir(sweep, specs, args.overwrite, "select-lr")
         gpus = torch.cuda.device_count()
         workers = parallel_runs(len(specs), args.workers, 0, gpus, os.cpu_count() or 1)
         print(f"{len(specs)} tuning runs into {sweep.out_dir}/ with {workers} worker(s)")
@@ -286,18 +340,16 @@ def main(argv: list[str]) -> int:
             )
             return 128 + signum
         arms = [read_arm(spec, rec) for spec, rec in zip(specs, records, strict=True)]
+        command = shlex.join(["python", "sweep.py", "--select-lr", *argv])
+        chosen = choose(arms, rates)
+        seconds = time.perf_counter() - started
+        meta = {"command": command, "rates": rates, "seeds": sorted({a.seed for a in arms})}
+        path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
+        write_timing(records, Path(sweep.out_dir), seconds, workers, command=command)
+        atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    out = Path(sweep.out_dir)
-    chosen = choose(arms, rates)
-    command = shlex.join(["python", "sweep.py", "--select-lr", *argv])
-    seconds = time.perf_counter() - started
-    meta = {"command": command, "rates": rates, "seeds": sorted({a.seed for a in arms})}
-    meta["seconds"] = seconds
-    path = write_selection(out, arms, chosen, meta)
-    target = Path(args.write) if args.write else out / "selected_sweep.yaml"
-    atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
     for scheme, lr in chosen.items():
         print(f"{scheme}: lr={lr:g}  ({why(arms, scheme, lr)})")
     again = [item for item in args.overrides if not item.startswith("out_dir=")]

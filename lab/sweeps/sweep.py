@@ -489,7 +489,11 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
         )
 
 
-PROGRAMS = {"sweep": "python sweep.py", "extend-study": "python sweep.py --extend-study"}
+PROGRAMS = {
+    "sweep": "python sweep.py",
+    "extend-study": "python sweep.py --extend-study",
+    "select-lr": "python sweep.py --select-lr",
+}
 """The programs whose results a sweep folder holds -> how their recorded command begins."""
 
 
@@ -502,7 +506,10 @@ def recorded_program(out_dir: str | Path) -> str | None:
         return None
     if not isinstance(command, str) or not command.startswith(PROGRAMS["sweep"]):
         return None
-    return "extend-study" if command.startswith(PROGRAMS["extend-study"]) else "sweep"
+    for program in ("extend-study", "select-lr"):
+        if command.startswith(f"{PROGRAMS[program]} ") or command == PROGRAMS[program]:
+            return program
+    return "sweep"
 
 
 def recorded_smoke(out_dir: str | Path) -> bool:
