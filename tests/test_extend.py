@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -744,7 +745,6 @@ def test_a_length_scored_on_too_few_windows_has_empty_interval_cells_in_the_csv(
     the report): the CSV once crashed formatting None, on every re-run of the study."""
     import csv
     import io
-    from pathlib import Path
 
     committed = Path(__file__).resolve().parents[1] / "docs" / "results" / "lm-extend"
     results = json.loads((committed / "results.json").read_text())

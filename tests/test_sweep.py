@@ -379,6 +379,9 @@ def test_other_programs_are_flags_of_sweep_py(capsys):
         ("out_dir= ", "out_dir=' ' is invalid"),
         ("out_dir=configs/quick.yaml", "is a file, not a folder"),
         ("out_dir=/", "out_dir='/' is the filesystem root"),
+        ("out_dir=.", "out_dir='.' names no folder of its own"),
+        ("out_dir=..", "out_dir='..' names no folder of its own"),
+        ("out_dir=~", "out_dir='~' starts with '~', which is not expanded here"),
     ],
 )
 @pytest.mark.parametrize(

@@ -115,11 +115,13 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     line naming ``key`` and the value, or None when it can: the one check every entry point
     applies to the folder it writes into.
 
-    Refused for every kind: an empty value (an unset shell variable), the filesystem root, a
+    Refused for every kind: an empty value (an unset shell variable), a value starting with
+    ``~`` (never expanded: it would make a folder named ``~``), the filesystem root, a
     path that exists but is not a folder, and a folder inside another run's folder (one of its
     parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
     ``sweep.json``; its runs go below it); for ``out_dir`` and ``--out``, a run's folder itself;
-    for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
+    for ``out_dir``, ``.`` or ``..`` (the ``-runs`` folder beside it is named after its last
+    part); for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
     folder ``same_as`` (``eval.py PATH --out PATH`` writes where ``eval.py PATH`` does).
     """
     if key not in OUTPUT_KINDS:
@@ -128,9 +130,16 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     example = f"{key} runs/x" if key.startswith("-") else f"{key}=runs/x"
     if not value.strip():
         return f"{flag} is invalid; give a folder, e.g. {example}"
-    path = Path(value).expanduser().resolve()
+    if value.startswith("~"):
+        return f"{flag} starts with '~', which is not expanded here; give the path itself"
+    path = Path(value).resolve()
     if path == Path(path.anchor):
         return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
+    if key == "out_dir" and Path(value).name in ("", ".", ".."):
+        return (
+            f"{flag} names no folder of its own (its runs' events go beside it, in a folder "
+            f"named after it); give a folder, e.g. {example}"
+        )
     if path.exists() and not path.is_dir():
         return f"{flag} is a file, not a folder; give a folder"
     claimed = claimed_above(path)
