@@ -754,3 +754,19 @@ def test_a_length_scored_on_too_few_windows_has_empty_interval_cells_in_the_csv(
     blank = [r for r in rows if r["perplexity_low"] == "" and r["perplexity_high"] == ""]
     assert len(blank) == 1 and float(blank[0]["perplexity"]) == pytest.approx(row["perplexity"])
     assert len(rows) == sum(r["supported"] for run in results for r in run["lengths"])
+
+
+def test_an_extend_study_of_an_exact_match_task_is_refused_before_training(tmp_path, capsys):
+    """``--extend-study data.task=copy`` once trained every arm, then ended on a missing
+    perplexity with an empty report."""
+    import sweep as sweep_cli
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "lm_extend.yaml"
+    out = tmp_path / "study"
+    argv = ["--extend-study", str(config), "data.task=copy", f"out_dir={out}"]
+    assert sweep_cli.main(argv) == 2
+    assert one_error_line(capsys) == (
+        "error: data.task='copy' is not a language-model task; the extend study compares "
+        "perplexity by length: use one of text"
+    )
+    assert not out.exists()

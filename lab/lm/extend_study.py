@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from data import available_tasks, task_class
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
 from lab.common.config import ConfigError, load_config, load_yaml
 from lab.common.files import atomic_write
@@ -51,7 +52,7 @@ from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
 from lab.sweeps.local import run_all
 from lab.sweeps.summary import write_timing
-from lab.sweeps.sweep import RunSpec, Sweep, dotted, prepare_out_dir
+from lab.sweeps.sweep import RunSpec, Sweep, check_program, dotted, prepare_out_dir
 from lab.training.extend import check_architecture, seed_child, stale_child
 
 STUDY_KEYS = ("out_dir", "base", "seeds", "factor", "zero_shot", "fine_tune", "scratch")
@@ -124,6 +125,23 @@ def equal_budget_steps(parent: list[str], child: list[str], scratch: list[str]) 
     tokens = training_tokens(load_config(None, parent)) + training_tokens(load_config(None, child))
     own = load_config(None, scratch)
     return max(1, round(tokens / (own.train.batch_size * own.data.train_max_length)))
+
+
+def check_language_model(study: Study) -> None:
+    """Refuse a study whose parents train an exact-match task: its report compares perplexity
+    by length, and would fail only after every arm trained.
+
+    Raises:
+        ConfigError: one line naming the task and the language-model tasks.
+    """
+    for spec in study.parents:
+        task = load_config(None, spec.overrides).data.task
+        if not task_class(task).language_model:
+            tasks = [name for name in available_tasks() if task_class(name).language_model]
+            raise ConfigError(
+                f"data.task={task!r} is not a language-model task; the extend study compares "
+                f"perplexity by length: use one of {', '.join(tasks)}"
+            )
 
 
 def plan(raw: dict[str, Any]) -> Study:
@@ -262,6 +280,8 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         study = plan(read_study(args.study, args.overrides))
+        check_program(study.out_dir, "extend-study")
+        check_language_model(study)
         workers = args.workers or torch.cuda.device_count() or os.cpu_count() or 1
         records, signum = run_study(study, workers, args.overwrite)
     except (ConfigError, OSError, ValueError) as error:
