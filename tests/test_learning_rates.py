@@ -22,7 +22,7 @@ SELECTION = {
     "seeds": [100],
     "criterion": "in-distribution validation only",
     "chosen": {"rope": 0.003, "learned": 0.001},
-    "why": {"rope": "lr=0.003 (chosen): 1/1 reached", "learned": "lr=0.001 (chosen): 1/1"},
+    "why": {"rope": "lr=0.001: 0/1 | lr=0.003 (chosen): 1/1 reached", "learned": "lr=0.001: 1/1"},
     "arms": [{"scheme": "rope", "budget": 3000}, {"scheme": "learned", "budget": 3000}],
 }
 
@@ -55,7 +55,7 @@ def test_a_chosen_rate_is_shown_with_why_and_a_run_at_another_rate_is_flagged() 
     assert "[lr_selection.json](passkey/lr_selection.json)" in text
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
     cells = {row[0]: row[1:] for row in rows if row[0].startswith("`")}
-    assert cells["`rope`"] == ["0.003", "0.003", "lr=0.003 (chosen): 1/1 reached"]
+    assert cells["`rope`"] == ["0.003", "0.003", "lr=0.001: 0/1; lr=0.003 (chosen): 1/1 reached"]
     assert cells["`learned`"][:2] == ["0.001", "**0.003: not the rate chosen**"]
     assert cells["`alibi`"] == ["not tuned", "0.001", ""]
 

@@ -352,17 +352,23 @@ def test_heatmaps_are_written_per_run_and_per_sweep(tmp_path: Path) -> None:
 
 
 def test_the_passkey_sweep_and_its_rope_rules_load() -> None:
-    """configs/passkey.yaml trains the five mission schemes once each; its documented second
-    command adds four evaluations of the RoPE run (one grid per rule), no training."""
+    """configs/passkey.yaml trains the five mission schemes at three seeds, each at the rate
+    sweep.py --select-lr chose for it (docs/results/passkey/lr_selection.json); the RoPE runs
+    get four evaluations (one grid per rule), no training."""
+    from lab.common.config import load_config
     from lab.sweeps.sweep import expand, load_sweep
 
     specs = expand(load_sweep(Path("configs/passkey.yaml")))
+    schemes = ("none", "learned", "sinusoidal", "rope", "alibi")
     assert [s.name for s in specs] == [
-        f"{p}-passkey-seed0" for p in ("none", "learned", "sinusoidal", "rope", "alibi")
+        f"{p}-passkey-seed{seed}" for p in schemes for seed in (0, 1, 2)
     ]
+    chosen = json.loads(Path("docs/results/passkey/lr_selection.json").read_text())["chosen"]
+    assert {s.name.split("-")[0]: load_config(None, s.overrides).train.lr for s in specs} == chosen
+    assert len(specs[9].evaluations) == 5  # rope-passkey-seed0: as trained and four rules
     rules = ["eval.position_options.scaling=linear,ntk,dynamic,yarn"]
     rules.append("eval.position_options.scaling_factor=4")
-    (rope,) = expand(load_sweep(Path("configs/passkey.yaml"), ["position=rope", *rules]))
+    (rope,) = expand(load_sweep(Path("configs/passkey.yaml"), ["position=rope", "seed=0", *rules]))
     assert rope.name == "rope-passkey-seed0"
     assert sorted(rope.evaluations) == [  # "": as trained
         "",
@@ -413,8 +419,9 @@ def _inside(legend, figure) -> bool:
 
 @pytest.mark.parametrize("extra", [0, 6])
 def test_the_passkey_curves_legend_names_every_line_inside_the_saved_figure(tmp_path, extra):
-    """The committed passkey sweep draws 9 lines in one narrow panel (the legend of 7 columns
-    was cut off on both sides); with 6 more rules, 15: every line is named in the one legend,
+    """The committed passkey sweep draws 10 lines in one narrow panel (9 means and a run not
+    learned; the legend of 7 columns was cut off on both sides); with 6 more rules, 16: every
+    line is named in the one legend,
     whose box lies within the figure, so within the PNG saved without a tight crop."""
     from PIL import Image
 
@@ -436,7 +443,7 @@ def test_the_passkey_curves_legend_names_every_line_inside_the_saved_figure(tmp_
         results.append(more)
     figure = plot_accuracy_vs_length(results, tmp_path / "accuracy_vs_length.png")
     (ax,) = figure.axes
-    assert len(ax.containers) == 9 + extra
+    assert len(ax.containers) == 10 + extra
     figure.canvas.draw()
     (legend,) = figure.legends
     names = [t.get_text() for t in legend.get_texts()]

@@ -380,9 +380,19 @@ def test_the_passkey_page_and_its_report_come_from_its_committed_runs(tmp_path: 
         tmp_path, RESULTS / "passkey", {n: n for n in ("report.md", "results.csv", "results.json")}
     )
     labels = list(grouped(results))
-    assert len(labels) == 6 and {label.split(" ")[0] for label in labels} == {"rope", "alibi"}
-    for scheme in ("none", "learned", "sinusoidal"):
-        assert f"| `{scheme}` seed 0 | 0 | not learned within budget: " in passkey_table(results)
+    assert len(labels) == 9 and {label.split(" ")[0] for label in labels} == {
+        "none",
+        "learned",
+        "sinusoidal",
+        "rope",
+        "alibi",
+    }  # at each scheme's own rate every scheme learned at 2 or 3 of its 3 seeds
+    table = passkey_table(results)
+    assert (
+        "| `learned` | 2 |" in table
+        and "| `learned` seed 2 | 0 | not learned within budget: " in table
+    )
+    assert table.count("not learned within budget") == 1
     assert sum(label.startswith("rope [scaling=") for label in labels) == 4, labels
     page = (RESULTS / "passkey.md").read_text()
     assert (

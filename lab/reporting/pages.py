@@ -172,6 +172,7 @@ FAMILIES = {
         "python sweep.py --config configs/passkey.yaml",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, "passkey_grid.png")},
+        optional=(ATTENTION_FIGURE,),  # report.md shows it when the runs hold diagnostics
         recorded=SHARED_CORES,
         tuning=(SELECTION,),
     ),
@@ -368,7 +369,8 @@ def learning_rate_section(
         runs = ", ".join(f"{lr:g}" for lr in ran) or "no run"
         if ran != [float(chosen)]:
             runs = f"**{runs}: not the rate chosen**"
-        rows.append([f"`{scheme}`", f"{float(chosen):g}", runs, selection["why"].get(scheme, "")])
+        why = str(selection["why"].get(scheme, "")).replace(" | ", "; ").replace("|", "/")
+        rows.append([f"`{scheme}`", f"{float(chosen):g}", runs, why])  # no "|" inside a cell
     for scheme in sorted(used.keys() - selection["chosen"].keys()):
         rows.append([f"`{scheme}`", "not tuned", ", ".join(f"{lr:g}" for lr in used[scheme]), ""])
     return [*lines, format_table(["scheme", "chosen", "runs used", "tuning runs"], rows), ""]
