@@ -770,3 +770,14 @@ def test_an_extend_study_of_an_exact_match_task_is_refused_before_training(tmp_p
         "perplexity by length: use one of text"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize("suffix", ["/", "//", "/./"])
+def test_an_out_dir_spelled_with_extra_slashes_gives_the_run_dirs_its_runs_record(tmp_path, suffix):
+    """``out_dir=runs/x/`` once made every child fail at its fine-tuning: the child recorded
+    ``runs/x/finetune-...`` and was resumed as ``runs/x//finetune-...``."""
+    (tmp_path / "study.yaml").write_text(STUDY)
+    study = plan(read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path}/x{suffix}"]))
+    for spec in [*study.parents, *study.scratch, *study.children]:
+        run_dir = load_config(None, spec.overrides).run_dir
+        assert run_dir == f"{tmp_path}/x/{spec.name}", run_dir

@@ -104,3 +104,23 @@ def test_publishing_copies_the_selection_of_the_tuning_folder_beside_the_sweep(
     assert file_problem(chosen, "lr_selection.json") == (
         "chosen['rope']=2.0 is not a learning rate in (0, 1)"
     )
+
+
+def test_a_selection_tuned_on_another_model_or_recipe_says_which_settings_differ() -> None:
+    from lab.reporting.pages import recipe_differences
+
+    results = [run("rope", 3e-3), run("learned", 1e-3)]
+    for result in results:
+        result["config"] |= {"model": {"d_model": 64}, "data": {"task": "passkey"}}
+    same = {"model.d_model": [64], "train.steps": [3000], "data.task": ["passkey"]}
+    assert recipe_differences(results, {"recipe": same}) == (
+        " Its runs had the published runs' model, recipe and tasks."
+    )
+    other = same | {"model.d_model": [32], "data.task": ["copy", "svo"]}
+    assert recipe_differences(results, {"recipe": other}) == (
+        " **It tuned other settings than the runs above: model.d_model 32 (here 64); "
+        "data.task copy, svo (here passkey).**"
+    )
+    assert "cannot check them" in recipe_differences(results, {})
+    text = "\n".join(learning_rate_section(results, SELECTION | {"recipe": other}, "x.json"))
+    assert "**It tuned other settings than the runs above: model.d_model 32" in text

@@ -232,3 +232,33 @@ def test_a_tuning_folder_and_a_sweep_folder_are_kept_apart(tmp_path: Path, capsy
     assert sweep_cli.main(argv) == 2
     assert "holds the results of `python sweep.py`" in one_error_line(capsys)
     assert sorted(p.name for p in sweep.iterdir()) == ["sweep.json"]
+
+
+def test_write_onto_the_tuning_folders_own_files_is_refused(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "tune"
+    out.mkdir()
+    for name in ("lr_selection.json", "sweep.json"):
+        argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3", "--write", str(out / name)]
+        assert sweep_cli.main([*argv, *TINY, f"out_dir={out}"]) == 2
+        assert "is a file of the tuning folder, which this command writes itself" in (
+            one_error_line(capsys)
+        )
+    assert not list(out.iterdir())
+
+
+def test_a_pass_that_trains_nothing_keeps_the_tuning_time_of_the_pass_that_did(
+    tmp_path: Path,
+) -> None:
+    from lab.sweeps.select_lr import kept_seconds, recipe
+
+    skipped = [{"status": "skipped"}] * 2
+    assert kept_seconds(tmp_path, skipped, 5.0) == 5.0  # no earlier record
+    (tmp_path / "lr_selection.json").write_text(json.dumps({"seconds": 1878.9}))
+    assert kept_seconds(tmp_path, skipped, 5.0) == 1878.9
+    assert kept_seconds(tmp_path, [{"status": "trained"}, *skipped], 5.0) == 5.0
+    sweep = load_sweep(QUICK, [*TINY, "position=rope,alibi", "task=svo,copy"])
+    from lab.common.config import load_config
+
+    tuned = recipe([load_config(None, spec.overrides) for spec in expand(sweep)])
+    assert tuned["data.task"] == ["copy", "svo"] and tuned["model.d_model"] == [32]
+    assert tuned["train.steps"] == [60]

@@ -155,6 +155,7 @@ def plan(raw: dict[str, Any]) -> Study:
     problem = output_problem(out_dir, "out_dir")
     if problem:
         raise ConfigError(problem)
+    out_dir = os.path.normpath(out_dir)  # runs/x/, ./runs/x: the run_dir a child records
     study = Study(out_dir)
     for seed in raw.get("seeds") or [0]:
         base = [*raw["base"], f"seed={seed}"]

@@ -315,6 +315,25 @@ def tuning_seeds(results: list[dict[str, Any]], selection: dict[str, Any]) -> st
     return f"{seeds} (none of them a seed of the runs above)"
 
 
+def recipe_differences(results: list[dict[str, Any]], selection: dict[str, Any]) -> str:
+    """``''`` when the selection's recorded ``recipe`` (model size, training recipe, tasks;
+    :data:`lab.sweeps.select_lr.RECIPE`) is the published runs', else a bold sentence naming
+    the settings that differ (or saying the selection records none)."""
+    tuned = selection.get("recipe")
+    if not isinstance(tuned, dict):
+        return " **It records no model or recipe, so this page cannot check them.**"
+    differ = []
+    for key, values in tuned.items():
+        section, name = key.split(".", 1)
+        here = sorted({r["config"].get(section, {}).get(name) for r in results}, key=str)
+        if [str(v) for v in here] != [str(v) for v in values]:
+            shown = ", ".join(map(str, values))
+            differ.append(f"{key} {shown} (here {', '.join(map(str, here))})")
+    if not differ:
+        return " Its runs had the published runs' model, recipe and tasks."
+    return f" **It tuned other settings than the runs above: {'; '.join(differ)}.**"
+
+
 def tuning_budget(results: list[dict[str, Any]], selection: dict[str, Any]) -> str:
     """``'this study's step budget (3000 steps)'`` when every tuning run had the published
     runs' budget (``train.steps``), else both budgets in bold."""
@@ -357,17 +376,20 @@ def learning_rate_section(
         return [*lines, note, "", format_table(["scheme", "lr"], rows), ""]
     rates = ", ".join(f"{float(r):g}" for r in selection["rates"])
     lines += [
-        f"Each scheme's rate was chosen by `{selection['command']}`: every scheme it tuned "
+        f'The rates in the "chosen" column were chosen by `{selection["command"]}`: every '
+        f"scheme it tuned "
         f"trained at every rate of {rates} on tuning seed(s) {tuning_seeds(results, selection)}"
         f" at {tuning_budget(results, selection)}, ranked on {selection['criterion']}. Every "
-        f"tuning run's numbers: [{SELECTION}]({link}).",
+        f"tuning run's numbers: [{SELECTION}]({link}).{recipe_differences(results, selection)}",
         "",
     ]
     rows = []
     for scheme, chosen in selection["chosen"].items():
         ran = used.get(scheme, [])
-        runs = ", ".join(f"{lr:g}" for lr in ran) or "no run"
-        if ran != [float(chosen)]:
+        runs = ", ".join(f"{lr:g}" for lr in ran)
+        if not ran:
+            runs = "no run of this sweep"
+        elif ran != [float(chosen)]:
             runs = f"**{runs}: not the rate chosen**"
         why = str(selection["why"].get(scheme, "")).replace(" | ", "; ").replace("|", "/")
         rows.append([f"`{scheme}`", f"{float(chosen):g}", runs, why])  # no "|" inside a cell

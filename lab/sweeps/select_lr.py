@@ -256,9 +256,11 @@ def check_plain(specs: list[RunSpec]) -> None:
                 )
 
 
-def check_target(target: Path) -> None:
+def check_target(target: Path, out_dir: Path) -> None:
     """Refuse a ``--write`` target before any run trains: a folder, a missing folder, a run's
-    folder, or an existing file this command did not write.
+    folder, a file of the tuning folder ``out_dir`` other than its ``selected_sweep.yaml``
+    (its ``lr_selection.json`` or ``sweep.json``), or an existing file this command did not
+    write.
 
     Raises:
         ConfigError: one line naming ``target`` and what is wrong.
@@ -271,6 +273,8 @@ def check_target(target: Path) -> None:
         problem = f"is in {str(parent)!r}, which is not an existing folder"
     elif (parent / "config.yaml").is_file() or checkpoint_path(parent).is_file():
         problem = "is inside a run's folder"
+    elif parent.resolve() == out_dir.resolve() and target.name != "selected_sweep.yaml":
+        problem = "is a file of the tuning folder, which this command writes itself"
     elif target.exists() and HEADER not in target.read_text(errors="replace")[:400]:
         problem = "is a file this command did not write (it would be replaced)"
     if problem:
@@ -293,6 +297,35 @@ def parse_numbers(value: str, flag: str, kind: type) -> list:
         allowed = "learning rates in (0, 1)" if kind is float else "seeds >= 0"
         raise ConfigError(f"{flag}={value!r} is invalid; give comma-separated {allowed}")
     return list(dict.fromkeys(numbers))
+
+
+RECIPE = ("model.d_model", "model.n_layers", "model.n_heads", "model.d_ff", "model.dropout")
+RECIPE += ("train.steps", "train.batch_size", "train.min_lr", "train.warmup_steps")
+RECIPE += ("train.eval_every", "train.target_accuracy", "data.task")
+"""The settings ``lr_selection.json`` records of its tuning runs (``recipe``), which a result
+page compares with the runs it publishes (:func:`lab.reporting.pages.recipe_differences`)."""
+
+
+def recipe(configs: list[Any]) -> dict[str, list]:
+    """:data:`RECIPE` key -> the sorted distinct values the tuning runs' configs have."""
+    values: dict[str, set] = {key: set() for key in RECIPE}
+    for config in configs:
+        for key in RECIPE:
+            section, name = key.split(".")
+            values[key].add(getattr(getattr(config, section), name))
+    return {key: sorted(found, key=str) for key, found in values.items()}
+
+
+def kept_seconds(out_dir: Path, records: list[dict], seconds: float) -> float:
+    """The tuning's wall time: this pass's, unless it trained nothing (every run finished
+    already) and the folder's ``lr_selection.json`` records the time of the pass that did."""
+    if any(r["status"] in ("trained", "evaluated") for r in records):
+        return seconds
+    try:
+        earlier = json.loads((out_dir / "lr_selection.json").read_text()).get("seconds")
+    except (OSError, ValueError, AttributeError):
+        return seconds
+    return float(earlier) if isinstance(earlier, (int, float)) else seconds
 
 
 def write_selection(out_dir: Path, arms: list[Arm], chosen: dict[str, float], meta: dict) -> Path:
@@ -326,7 +359,7 @@ def main(argv: list[str]) -> int:
         check_plain(specs)
         target = Path(args.write) if args.write else Path(sweep.out_dir) / "selected_sweep.yaml"
         if args.write:  # the default, in the tuning folder, is this command's own file
-            check_target(target)
+            check_target(target, Path(sweep.out_dir))
         prepare_out_dir(sweep, specs, args.overwrite, "select-lr")
         gpus = torch.cuda.device_count()
         workers = parallel_runs(len(specs), args.workers, 0, gpus, os.cpu_count() or 1)
@@ -342,8 +375,9 @@ def main(argv: list[str]) -> int:
         arms = [read_arm(spec, rec) for spec, rec in zip(specs, records, strict=True)]
         command = shlex.join(["python", "sweep.py", "--select-lr", *argv])
         chosen = choose(arms, rates)
-        seconds = time.perf_counter() - started
+        seconds = kept_seconds(Path(sweep.out_dir), records, time.perf_counter() - started)
         meta = {"command": command, "rates": rates, "seeds": sorted({a.seed for a in arms})}
+        meta |= {"recipe": recipe([load_config(None, spec.overrides) for spec in specs])}
         path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
         write_timing(records, Path(sweep.out_dir), seconds, workers, command=command)
         atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
