@@ -177,6 +177,10 @@ def test_a_rate_is_trained_exactly_as_given() -> None:
         (["--seeds", "0"], "--seeds='0' includes the sweep's own seed(s) [0]"),
         (["model.layout=rope"], "sets model.layout='rope' (a hybrid layout"),
         (["model.heads=rope:2+none:2"], "sets model.heads='rope:2+none:2' (a hybrid layout"),
+        (
+            ["model.window=4,8"],
+            "runs 'rope-svo-seed100-window4' and 'rope-svo-seed100-window8' differ in a setting",
+        ),
     ],
 )
 def test_tuning_on_judged_seeds_or_hybrid_layouts_is_refused_before_training(

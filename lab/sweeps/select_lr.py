@@ -242,11 +242,25 @@ def check_plain(specs: list[RunSpec]) -> None:
     """Refuse tuning runs of hybrid layouts: a rate is chosen per ``model.position``, and a
     layout's model is not the scheme its ``model.position`` names.
 
+    Also refuse two tuning runs that would be one arm (same scheme, task, seed and rate): the
+    grid varies another setting (``model.window=4,8``), whose models would be pooled.
+
     Raises:
-        ConfigError: a run sets ``model.layout``, ``model.heads`` or ``model.nope_every``.
+        ConfigError: a run sets ``model.layout``, ``model.heads`` or ``model.nope_every``, or
+            two runs are one arm.
     """
+    arms: dict[tuple, str] = {}
     for spec in specs:
-        model = load_config(None, spec.overrides).model
+        config = load_config(None, spec.overrides)
+        model = config.model
+        key = (model.position, config.data.task, config.seed, config.train.lr)
+        if key in arms:
+            raise ConfigError(
+                f"--select-lr chooses one rate per model.position, and runs {arms[key]!r} and "
+                f"{spec.name!r} differ in a setting other than the scheme, task, seed and rate; "
+                "tune each setting as its own sweep"
+            )
+        arms[key] = spec.name
         for key in ("layout", "heads", "nope_every"):
             if getattr(model, key):
                 raise ConfigError(
