@@ -38,6 +38,7 @@ from data import task_class
 from lab.common.checkpoint import checkpoint_path, load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.common.files import atomic_write
+from lab.reporting.pages import SELECTION, TUNING_SUFFIX
 from lab.sweeps.local import parallel_runs, run_all
 from lab.sweeps.summary import write_timing
 from lab.sweeps.sweep import RunSpec, expand, load_sweep, prepare_out_dir
@@ -49,6 +50,8 @@ DEFAULT_SEEDS = "100"
 """Tuning seeds: apart from every committed sweep's evaluation seeds (0 to 5), so the runs a
 rate is chosen on are never the runs it is then judged on."""
 
+SELECTED = "selected_sweep.yaml"
+"""The sweep file with the chosen rates, in the tuning folder unless ``--write`` moves it."""
 HEADER = "with each scheme's learning rate chosen by"
 """What the first line of every sweep file this command writes says (after the source's name)."""
 
@@ -224,7 +227,7 @@ def tuning_sweep(args: argparse.Namespace):
         *args.overrides,
         f"train.lr={','.join(repr(r) for r in rates)}",  # exactly as given: arms match by ==
         f"seed={','.join(map(str, seeds))}",
-        *([] if given else [f"out_dir={original.out_dir}-lr"]),
+        *([] if given else [f"out_dir={original.out_dir}{TUNING_SUFFIX}"]),
     ]
     sweep = load_sweep(args.config, overrides)
     sweep.grid = {k: v for k, v in sweep.grid.items() if not k.startswith("eval.position_options.")}
@@ -238,7 +241,7 @@ def tuning_sweep(args: argparse.Namespace):
     return sweep, rates
 
 
-def check_plain(specs: list[RunSpec]) -> None:
+def check_plain(specs: list[RunSpec], configs: list[Any]) -> None:
     """Refuse tuning runs of hybrid layouts: a rate is chosen per ``model.position``, and a
     layout's model is not the scheme its ``model.position`` names.
 
@@ -250,8 +253,7 @@ def check_plain(specs: list[RunSpec]) -> None:
             two runs are one arm.
     """
     arms: dict[tuple, str] = {}
-    for spec in specs:
-        config = load_config(None, spec.overrides)
+    for spec, config in zip(specs, configs, strict=True):
         model = config.model
         key = (model.position, config.data.task, config.seed, config.train.lr)
         if key in arms:
@@ -287,7 +289,7 @@ def check_target(target: Path, out_dir: Path) -> None:
         problem = f"is in {str(parent)!r}, which is not an existing folder"
     elif (parent / "config.yaml").is_file() or checkpoint_path(parent).is_file():
         problem = "is inside a run's folder"
-    elif parent.resolve() == out_dir.resolve() and target.name != "selected_sweep.yaml":
+    elif parent.resolve() == out_dir.resolve() and target.name != SELECTED:
         problem = "is a file of the tuning folder, which this command writes itself"
     elif target.exists() and HEADER not in target.read_text(errors="replace")[:400]:
         problem = "is a file this command did not write (it would be replaced)"
@@ -336,7 +338,7 @@ def kept_seconds(out_dir: Path, records: list[dict], seconds: float) -> float:
     if any(r["status"] in ("trained", "evaluated") for r in records):
         return seconds
     try:
-        earlier = json.loads((out_dir / "lr_selection.json").read_text()).get("seconds")
+        earlier = json.loads((out_dir / SELECTION).read_text()).get("seconds")
     except (OSError, ValueError, AttributeError):
         return seconds
     return float(earlier) if isinstance(earlier, (int, float)) else seconds
@@ -345,7 +347,7 @@ def kept_seconds(out_dir: Path, records: list[dict], seconds: float) -> float:
 def write_selection(out_dir: Path, arms: list[Arm], chosen: dict[str, float], meta: dict) -> Path:
     """Write ``OUT_DIR/lr_selection.json``: the criterion, every arm, each scheme's rate and
     why; returns its path."""
-    path = out_dir / "lr_selection.json"
+    path = out_dir / SELECTION
     record = {
         **meta,
         "criterion": CRITERION,
@@ -370,8 +372,9 @@ def main(argv: list[str]) -> int:
             )
         sweep, rates = tuning_sweep(args)
         specs = expand(sweep)
-        check_plain(specs)
-        target = Path(args.write) if args.write else Path(sweep.out_dir) / "selected_sweep.yaml"
+        configs = [load_config(None, spec.overrides) for spec in specs]
+        check_plain(specs, configs)
+        target = Path(args.write) if args.write else Path(sweep.out_dir) / SELECTED
         if args.write:  # the default, in the tuning folder, is this command's own file
             check_target(target, Path(sweep.out_dir))
         prepare_out_dir(sweep, specs, args.overwrite, "select-lr")
@@ -391,7 +394,7 @@ def main(argv: list[str]) -> int:
         chosen = choose(arms, rates)
         seconds = kept_seconds(Path(sweep.out_dir), records, time.perf_counter() - started)
         meta = {"command": command, "rates": rates, "seeds": sorted({a.seed for a in arms})}
-        meta |= {"recipe": recipe([load_config(None, spec.overrides) for spec in specs])}
+        meta |= {"recipe": recipe(configs)}
         path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
         write_timing(records, Path(sweep.out_dir), seconds, workers, command=command)
         atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
