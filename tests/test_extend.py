@@ -93,6 +93,15 @@ def test_extend_trains_a_new_run_that_records_its_parent(parent, tmp_path):
     assert hparams["parent_step"].number_value == 4
 
 
+@pytest.mark.parametrize("spelt", ["{dir}/child/", "{dir}/other/../child"])
+def test_a_child_folder_spelt_with_a_slash_or_dots_trains(parent, tmp_path, spelt):
+    """The folder's spelling is where, not a setting: the child's step-0 checkpoint saves it as
+    a path, and training it with the spelling given must not read as a changed setting."""
+    result = extend(parent, [*LONGER, f"run_dir={spelt.format(dir=tmp_path)}"])
+    assert result.step == 3 and result.finished
+    assert load_checkpoint(tmp_path / "child")["step"] == 3
+
+
 def test_the_parent_record_survives_a_resume(parent, tmp_path):
     child_dir = tmp_path / "child"
     extend(parent, [*LONGER, f"run_dir={child_dir}"])

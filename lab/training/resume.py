@@ -55,7 +55,8 @@ def resume_history(config: Config, state: dict[str, Any]) -> list[dict[str, Any]
         ValueError: a checkpoint without training state (optimizer, schedule, step, generators).
     """
     run_dir = Path(config.run_dir)
-    saved = config_from_dict({**state["config"], "run_dir": str(run_dir)})  # may have moved
+    # the folder may have moved, and is spelt as given (runs/x/ is runs/x): where, not what
+    saved = config_from_dict({**state["config"], "run_dir": config.run_dir})
     changed = changed_keys(saved, config)
     refused = [f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in changed.items()]
     refused = [r for r, k in zip(refused, changed, strict=True) if k not in RESUME_KEYS]
