@@ -181,6 +181,15 @@ def test_evaluation_settings_a_language_model_refuses_are_one_line(tmp_path: Pat
     assert evaluation_lengths(config, config.eval, task) == ([32, 64, 128], [32, 64, 128])
 
 
+def test_training_refused_at_start_up_leaves_no_folder(tmp_path: Path) -> None:
+    """A run refused under its folder's lock (its evaluation needs more held-out tokens than
+    the corpus has) leaves no folder holding only ``.lock``: it wrote nothing."""
+    config = lm_config(tmp_path, "eval.lm_tokens=999999")
+    with pytest.raises(ConfigError, match="eval.lm_tokens=999999 is more"):
+        train(config)
+    assert not Path(config.run_dir).exists()
+
+
 def test_a_repeated_pattern_is_learned_to_near_zero_loss_and_its_record_is_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -76,3 +76,13 @@ def _holder(fd: int) -> str:
         return os.read(fd, 200).decode("utf-8", "replace").strip() or "holder unknown"
     except OSError:  # Windows refuses to read a locked byte range
         return "holder unknown"
+
+
+def remove_lock_only_folder(run_dir: Path) -> None:
+    """Remove ``run_dir`` when it holds nothing but its ``.lock``: a folder this process created
+    for a run refused or failed before it wrote anything (call it after the lock is released)."""
+    lock = run_dir / LOCK_NAME
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
+        lock.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()

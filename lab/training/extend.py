@@ -28,7 +28,6 @@ override changes the shape of a weight, and when its corpus is not its parent's
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
 import signal
 import sys
@@ -61,7 +60,7 @@ from lab.common.config import (
 from lab.common.events.place import check_run_events, events_folder
 from lab.common.events.writer import open_summary_writer
 from lab.common.outputs import output_problem
-from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
+from lab.common.runlock import RunLocked, remove_lock_only_folder, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.run_logs import HEADLINE, hparams, mark_axes
 from lab.training.trainer import start_run, train
@@ -334,16 +333,6 @@ def save_with_parent_tensorboard(run: Any, child: Config, record: dict[str, Any]
         if not checkpoint_path(child.run_dir).is_file():
             clear_events(events_folder(child.run_dir, child.log_dir, child.data.task))
         raise
-
-
-def remove_lock_only_folder(run_dir: Path) -> None:
-    """Remove ``run_dir`` when it holds nothing but its ``.lock`` (a folder this process
-    created for a child whose seeding failed)."""
-    lock = run_dir / LOCK_NAME
-    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {LOCK_NAME}:
-        lock.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            run_dir.rmdir()
 
 
 def write_parent_tensorboard(child: Config, record: dict[str, Any]) -> None:
