@@ -189,6 +189,28 @@ def test_every_entry_point_refuses_the_same_output_folders(
     assert "no checkpoint.pt in" in one_error_line(capsys)  # refused later: no run under it
 
 
+def test_a_symlink_loop_as_any_output_folder_or_corpus_is_one_line(
+    finished_run: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Two links pointing at each other, given as run_dir, out_dir, --out or the corpus: one
+    line each (Path.resolve raised RuntimeError: a traceback), nothing written."""
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    loop, before = tmp_path / "loop1", files_of(tmp_path)
+    never_evaluate(monkeypatch)
+    for run_dir in (loop, loop / "x"):
+        code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run_dir}")
+        assert code == 2 and f"run_dir='{run_dir}' is a symlink loop" in err
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={loop}", *SWEEP_TINY]) == 2
+    assert f"out_dir='{loop}' is a symlink loop" in one_error_line(capsys)
+    assert eval_cli.main([str(finished_run), "--out", str(loop)]) == 2
+    assert f"--out '{loop}' is a symlink loop" in one_error_line(capsys)
+    corpus = ["data.task=text", f"data.options.text.path={loop}", f"run_dir={tmp_path / 'r'}"]
+    code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, *corpus)
+    assert code == 2 and f"data.options.text.path='{loop}' does not exist" in err
+    assert files_of(tmp_path) == before
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))

@@ -23,6 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from data import Task, available_tasks, task_class
 from lab.common.events.place import migrated_log_dir, normalized_log_dir
 from lab.common.files import atomic_write
+from lab.common.outputs import resolved
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
     MAX_BATCH_TOKENS,
@@ -175,10 +176,11 @@ def check_outside_inputs(run_dir: str, task: Task) -> None:
     Raises:
         ConfigError: ``run_dir`` lies in such a folder (one line naming both).
     """
-    run = Path(run_dir).expanduser().resolve()
+    run = resolved(run_dir)
     for key, value in task.inputs().items():
-        folder = Path(value).expanduser().resolve()
-        if folder.is_dir() and run.is_relative_to(folder):
+        folder = resolved(value)  # None: a symlink loop, refused where the task reads it
+        inside = run is not None and folder is not None and run.is_relative_to(folder)
+        if inside and folder.is_dir():
             raise ConfigError(
                 f"run_dir={run_dir!r} lies inside {key}={value!r}, which the task reads: "
                 f"the run's own files would become its data; put the run outside it"

@@ -110,6 +110,16 @@ OUTPUT_KINDS = ("out_dir", "run_dir", "--out")
 ``eval.py --out`` writes its reports and ``eval.json`` files to."""
 
 
+def resolved(value: str | Path) -> Path | None:
+    """``value`` as an absolute path, ``~`` expanded and symlinks followed, or None when it
+    cannot be resolved (a symlink loop: ``RuntimeError`` before Python 3.13, ``OSError``
+    after)."""
+    try:
+        return Path(value).expanduser().resolve()
+    except (RuntimeError, OSError):
+        return None
+
+
 def output_problem(value: str, key: str = "out_dir", same_as: str | None = None) -> str | None:
     """Why ``value`` cannot be the output folder ``key`` (one of :data:`OUTPUT_KINDS`), as one
     line naming ``key`` and the value, or None when it can: the one check every entry point
@@ -132,7 +142,9 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
         return f"{flag} is invalid; give a folder, e.g. {example}"
     if value.startswith("~"):
         return f"{flag} starts with '~', which is not expanded here; give the path itself"
-    path = Path(value).resolve()
+    path = resolved(value)
+    if path is None:
+        return f"{flag} is a symlink loop (its links point at each other); give a real folder"
     if path == Path(path.anchor):
         return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
     if key == "out_dir" and Path(value).name in ("", ".", ".."):
@@ -148,7 +160,7 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
             f"{flag} is inside {str(claimed)!r}, the folder of a sweep's runs' TensorBoard "
             f"events (its {MARKER} file); give a folder outside it"
         )
-    if same_as is not None and path == Path(same_as).expanduser().resolve():
+    if same_as is not None and path == resolved(same_as):
         return None
     run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)
     if run is not None:
