@@ -86,3 +86,18 @@ def remove_lock_only_folder(run_dir: Path) -> None:
         lock.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             run_dir.rmdir()
+
+
+@contextlib.contextmanager
+def removed_if_refused(run_dir: Path, main: bool = True) -> Iterator[None]:
+    """Around a block that locks ``run_dir`` (outside the lock, so it is released first): when
+    the block raises and this call found no such folder, remove it if it holds only its
+    ``.lock`` (:func:`remove_lock_only_folder`); ``main``: this process writes the files (rank
+    0 of a distributed run)."""
+    created = not run_dir.exists()
+    try:
+        yield
+    except BaseException:
+        if created and main:
+            remove_lock_only_folder(run_dir)
+        raise

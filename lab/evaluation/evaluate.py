@@ -136,12 +136,10 @@ def load_evaluation(
         result = json.loads(path.read_text())
         if older_version(result):
             return None  # written by an earlier version (no device and dtype): evaluate again
-        lm = isinstance(result, dict) and result.get("kind") == "lm"  # lab.lm.record
-        jsonschema.validate(result, LM_SCHEMA if lm else SCHEMA)
-        problem = lm_inconsistency(result) if lm else inconsistency(result)
+        problem = record_problem(result)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, RecursionError, jsonschema.ValidationError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         problem = str(error).splitlines()[0]
     if problem is not None:
         print(f"warning: {path}: {problem}; treated as missing", file=sys.stderr)
@@ -176,6 +174,23 @@ def evaluated_elsewhere(result: dict[str, Any], device: torch.device) -> str | N
         f"evaluated on {result['device']} in {result['dtype']}, and this evaluation runs on "
         f"{device} in {dtype_name}"
     )
+
+
+def record_problem(result: Any) -> str | None:
+    """Why ``result``, an ``eval.json`` dict of the current version, is unusable, in a few
+    words, or None: it does not follow its schema (:data:`lab.evaluation.record.SCHEMA`, or
+    :data:`lab.lm.record.LM_SCHEMA` for ``"kind": "lm"``) or contradicts itself
+    (:func:`lab.evaluation.record.inconsistency`, :func:`lab.lm.record.lm_inconsistency`).
+
+    Raises:
+        RecursionError: nested too deep to check.
+    """
+    lm = isinstance(result, dict) and result.get("kind") == "lm"
+    try:
+        jsonschema.validate(result, LM_SCHEMA if lm else SCHEMA)
+    except jsonschema.ValidationError as error:
+        return str(error).splitlines()[0]
+    return lm_inconsistency(result) if lm else inconsistency(result)
 
 
 def older_version(result: Any) -> bool:

@@ -60,7 +60,7 @@ from lab.common.config import (
 from lab.common.events.place import check_run_events, events_folder
 from lab.common.events.writer import open_summary_writer
 from lab.common.outputs import output_problem
-from lab.common.runlock import RunLocked, remove_lock_only_folder, run_lock
+from lab.common.runlock import RunLocked, removed_if_refused, run_lock
 from lab.training.run import TrainingDiverged, TrainingInterrupted, TrainResult
 from lab.training.run_logs import HEADLINE, hparams, mark_axes
 from lab.training.trainer import start_run, train
@@ -301,23 +301,17 @@ def seed_child(child: Config, parent_dir: str | Path, state: dict[str, Any]) -> 
     run_dir = Path(child.run_dir)
     check_child(child, parent_dir, state)  # before the folder exists: a refusal leaves none
     record = parent_record(parent_dir, state, child)
-    created = not run_dir.exists()
-    try:
-        with run_lock(run_dir):
-            check_trainer_paths(run_dir)
-            if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
-                clear_run(run_dir)
-            if child.log_dir:  # events of an earlier child left in its own log_dir
-                check_run_events(run_dir, child.log_dir, child.data.task, claim=True)
-                clear_events(events_folder(run_dir, child.log_dir, child.data.task))
-            run = start_run(child, None, torch.device("cpu"))
-            load_model_state(run.model, state["model"], parent_dir)
-            run.history = [{"step": 0, "parent": record}]
-            save_with_parent_tensorboard(run, child, record)
-    except BaseException:
-        if created:  # a failed seeding leaves no folder holding a .lock alone
-            remove_lock_only_folder(run_dir)
-        raise
+    with removed_if_refused(run_dir), run_lock(run_dir):  # a failed seeding leaves no folder
+        check_trainer_paths(run_dir)
+        if check_fresh_start(run_dir):  # a child stopped before its first checkpoint
+            clear_run(run_dir)
+        if child.log_dir:  # events of an earlier child left in its own log_dir
+            check_run_events(run_dir, child.log_dir, child.data.task, claim=True)
+            clear_events(events_folder(run_dir, child.log_dir, child.data.task))
+        run = start_run(child, None, torch.device("cpu"))
+        load_model_state(run.model, state["model"], parent_dir)
+        run.history = [{"step": 0, "parent": record}]
+        save_with_parent_tensorboard(run, child, record)
     return record
 
 

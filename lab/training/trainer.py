@@ -62,7 +62,7 @@ from lab.common.config import Config, ConfigError, save_config
 from lab.common.events.files import drop_events_after
 from lab.common.events.place import check_run_events, events_folder
 from lab.common.events.writer import open_summary_writer
-from lab.common.runlock import remove_lock_only_folder, run_lock
+from lab.common.runlock import removed_if_refused, run_lock
 from lab.common.runtime import (
     Interrupt,
     configure_threads,
@@ -167,23 +167,18 @@ def train(
     if resume:
         find_checkpoint(run_dir)
     should_stop = group.stop_check(should_stop)  # and a rank whose torchrun died stops
-    started, created = time.perf_counter(), not run_dir.exists()
+    started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
-    try:
-        with lock, deferred_interrupt() as interrupt:
-            if check is not None:
-                check()
-            run = prepare_run(config, resume, overwrite, device, group)
-            if run.result.finished:
-                return run.result
-            if group.is_main:
-                save_config(run.config, run_dir / "config.yaml")
-            run_loop(run, device, interrupt, should_stop)
-            run.result.seconds = time.perf_counter() - started
-    except BaseException:
-        if created and group.is_main:  # a run refused at start-up leaves no .lock-only folder
-            remove_lock_only_folder(run_dir)
-        raise
+    with removed_if_refused(run_dir, group.is_main), lock, deferred_interrupt() as interrupt:
+        if check is not None:
+            check()
+        run = prepare_run(config, resume, overwrite, device, group)
+        if run.result.finished:
+            return run.result
+        if group.is_main:
+            save_config(run.config, run_dir / "config.yaml")
+        run_loop(run, device, interrupt, should_stop)
+        run.result.seconds = time.perf_counter() - started
     return run.result
 
 
