@@ -604,6 +604,14 @@ def test_a_bad_task_or_scheme_names_all_as_allowed(override, kind):
         load_sweep(CONFIG, [override])
 
 
+@pytest.mark.parametrize("override", ["task=text", "data.task=svo,text"])
+def test_a_language_model_task_on_the_task_axis_says_where_it_goes(override):
+    """text is a registered task, so "not a known task" was wrong: it is refused because the
+    axis holds exact-match tasks, and the message names the sweep file that takes it."""
+    with pytest.raises(ConfigError, match=r"'text' is a language-model task .* configs/lm.yaml"):
+        load_sweep(CONFIG, [override])
+
+
 def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, capsys):
     """A sweep evaluated on a GPU (bf16 under precision auto) and rerun on a CPU reported the
     GPU's figures as 'skipped (already finished)'."""

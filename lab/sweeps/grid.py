@@ -95,6 +95,12 @@ def expand_all(key: str, values: list[Any]) -> list[Any]:
     names = EVERY[key]()
     expanded = [name for v in values for name in (names if v == ALL else [v])]
     for value in expanded:
+        if key == "data.task" and value in available_tasks() and value not in names:
+            raise ConfigError(
+                f"{key}={value!r} is a language-model task (perplexity, no exact-match), which "
+                f"a grid of exact-match tasks cannot take; sweep it with a sweep file that sets "
+                f"it in base, e.g. python sweep.py --config configs/lm.yaml"
+            )
         if value not in names:
             kind = KINDS[key]
             raise ConfigError(
