@@ -28,20 +28,13 @@ from lab.common.config import ConfigError
 from lab.common.signals import run_program
 from lab.stats.verdicts import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
-from lab.sweeps.local import parallel_runs, run_all
+from lab.sweeps.local import STOPPED, parallel_runs, run_all, stopped_line
 from lab.sweeps.summary import report
 from lab.sweeps.sweep import RunSpec, Sweep, expand, load_sweep, prepare_out_dir
 from lab.sweeps.workers import MAX_WORKERS
 
 CONFIGS = Path(__file__).parent / "configs"
 
-
-STOPPED = (
-    "finished runs are kept and stopped ones saved a checkpoint; run the same command again to "
-    "resume and write the report (finished runs are skipped)"
-)
-"""What a stop signal outside the guarded sections leaves, said after its one line (see
-:func:`lab.common.signals.run_main`)."""
 
 PROGRAMS: Programs = {
     "--publish": (
@@ -105,11 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
         records, signum = run_all(specs, workers, torch.cuda.device_count())
     if signum is not None:
-        print(
-            "\ninterrupted: finished runs are kept and running ones saved a checkpoint; "
-            f"run the same command again to resume: {shlex.join(['python', *sys.argv])}",
-            file=sys.stderr,
-        )
+        print("\n" + stopped_line(signum, shlex.join(["python", *sys.argv])), file=sys.stderr)
         return 128 + signum
     seconds = time.perf_counter() - started
     command = shlex.join(["python", "sweep.py", *argv])  # recorded in sweep.json

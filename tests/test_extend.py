@@ -542,6 +542,26 @@ def test_seeds_given_twice_are_one_run_each(tmp_path):
         read_study(tmp_path / "bad.yaml")
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("rules: {linear:", "fine_tune.rules label '../up' is not a plain name"),
+        ("scratch:", "zero_shot label 'a/b' is not a plain name"),
+    ],
+)
+def test_a_rule_label_that_is_no_folder_name_is_refused_before_training(tmp_path, edit, message):
+    """A label names a folder (RUN/evaluations/LABEL, finetune-LABEL-seedN): '..' or '/' was
+    refused only when the trained parent was evaluated, costing the whole study."""
+    text = STUDY.replace("rules: {linear:", "rules: {../up:") if "rules" in edit else STUDY
+    if "scratch" in edit:
+        text = text.replace("scratch:", "zero_shot: {a/b: {scaling: linear}}\nscratch:")
+    (tmp_path / "study.yaml").write_text(text)
+    raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        plan(raw)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_study_out_dir_inside_a_run_is_refused(parent, tmp_path):
     (tmp_path / "study.yaml").write_text(STUDY)
     raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={parent / 'evaluations' / 's'}"])

@@ -211,6 +211,21 @@ def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize(
+    ("setting", "label"),
+    [("model.heads=rope:1+none:1", "rope:1+none:1"), ("model.layout=rope,none", "rope,none")],
+)
+def test_a_trained_hybrid_row_is_named_by_its_layout(tmp_path, setting, label):
+    """A head split and a per-layer layout of the same two schemes are different models: the
+    trained row names each as the reports do (it read "rope+none (trained)" for both)."""
+    run = tmp_path / "run"
+    train(tiny_config(run, *SHORT, "model.n_layers=2", "model.n_heads=2", setting))
+    out = tmp_path / "report"
+    assert properties.main(["--position", "none", "--run", str(run), "--out", str(out)]) == 0
+    rows = json.loads((out / "properties.json").read_text())["rows"]
+    assert [row["scheme"] for row in rows] == ["none", f"{label} (trained)"]
+
+
 def test_a_language_model_run_reports_its_perplexity_at_2x_and_its_windows(tmp_path):
     """An LM run's eval.json has no exact-match (``summary.perplexity``, not ``summary.at``):
     its row takes the perplexity at 2x, and its attention maps show whole windows (its only

@@ -178,6 +178,28 @@ def test_sigterm_while_a_sweep_writes_its_report_is_one_line_and_the_rerun_write
     assert (out / "report.md").is_file()
 
 
+def test_a_sweep_or_study_whose_workers_caught_the_stop_ends_with_the_one_documented_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Workers that caught SIGINT hand it back: the sweep's and the extend study's last line is
+    the one a stop caught by the main process prints (``sweep.py: interrupted by SIGINT;``),
+    naming the command that resumes (the study's said only "interrupted: ...")."""
+    import lab.lm.extend_study as study
+
+    monkeypatch.setattr(sweep, "run_all", lambda *args, **kwargs: ([], signal.SIGINT))
+    monkeypatch.setattr(study, "run_study", lambda *args, **kwargs: ([], signal.SIGINT))
+    grid = [f"out_dir={tmp_path / 'sweep'}", "position=none", "task=copy", "seed=0"]
+    assert sweep.main(["--quick", "--workers", "1", *grid]) == 130
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"sweep.py: interrupted by SIGINT; {sweep.STOPPED}: python "), last
+    argv = [str(ROOT / "configs" / "lm_extend.yaml"), f"out_dir={tmp_path / 'study'}"]
+    assert study.main(argv) == 130
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"sweep.py: interrupted by SIGINT; {sweep.STOPPED}: python sweep.py " + (
+        f"--extend-study {argv[0]} {argv[1]}"
+    )
+
+
 def test_an_orphaned_torchrun_rank_stops_at_its_next_step(tmp_path: Path) -> None:
     """``kill -9`` of the launcher: the rank (here alone, as ``torchrun --nproc_per_node 1``
     starts it) notices at its next step that it was re-parented, saves and stops."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -50,7 +51,7 @@ from lab.common.files import atomic_write
 from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
-from lab.sweeps.local import run_all
+from lab.sweeps.local import run_all, stopped_line
 from lab.sweeps.summary import write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, check_program, dotted, prepare_out_dir
 from lab.training.extend import check_architecture, seed_child, stale_child
@@ -156,6 +157,10 @@ def plan(raw: dict[str, Any]) -> Study:
     if problem:
         raise ConfigError(problem)
     out_dir = os.path.normpath(out_dir)  # runs/x/, ./runs/x: the run_dir a child records
+    rules = (raw.get("fine_tune") or {}).get("rules")
+    for where, labels in (("zero_shot", raw.get("zero_shot")), ("fine_tune.rules", rules)):
+        for label in labels or {}:
+            check_label(str(label), where)
     study = Study(out_dir)
     for seed in raw.get("seeds") or [0]:
         base = [*raw["base"], f"seed={seed}"]
@@ -187,6 +192,24 @@ def plan(raw: dict[str, Any]) -> Study:
     for spec in [*study.parents, *study.scratch, *study.children]:
         load_config(None, spec.overrides)
     return study
+
+
+LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
+"""A rule's label: it names a folder (``RUN/evaluations/LABEL``, ``finetune-LABEL-seedN``)."""
+
+
+def check_label(label: str, where: str) -> None:
+    """Refuse a ``zero_shot`` or ``fine_tune.rules`` label that is not a plain folder name, before
+    anything trains (a ``..`` or ``/`` was refused only when the parent was evaluated).
+
+    Raises:
+        ConfigError: one line naming the label and what a label may hold.
+    """
+    if not LABEL.fullmatch(label) or ".." in label:
+        raise ConfigError(
+            f"{where} label {label!r} is not a plain name: it names a folder, so give letters, "
+            "digits and . _ = + - (no '/' or '..'), e.g. linear"
+        )
 
 
 def seed_children(
@@ -288,13 +311,10 @@ def main(argv: list[str]) -> int:
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if signum is not None:
-        print(
-            "\ninterrupted: finished runs are kept; run the same command again to resume",
-            file=sys.stderr,
-        )
-        return 128 + signum
     command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
+    if signum is not None:
+        print("\n" + stopped_line(signum, command), file=sys.stderr)
+        return 128 + signum
     seconds = time.perf_counter() - started
     return finish(records, study, seconds, workers, command)
 

@@ -11,7 +11,7 @@ weights (its row is named ``NAME (trained)``), its exact-match at 2x comes from 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from lab.properties.fingerprints import fingerprints_elsewhere
 from lab.properties.markdown import TESTS, criteria_fields, markdown
 from lab.properties.measure import Properties, as_dict, measure
 from lab.properties.probe import make_probe, position_scores
+from model.layout import layout_label
 from model.position.sinusoidal import sinusoidal_table
 
 SPAN = 64
@@ -104,7 +105,8 @@ def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list[str]]
     span, notes = trained_span(scheme, span, run_dir)
     row = measure(scheme, make_probe(config.model), span, config.data.train_max_length, None)
     evaluation = load_evaluation(run_dir)  # None unless current and of this very checkpoint
-    row = replace(row, scheme=f"{row.scheme} (trained)", **figures_at_2x(evaluation))
+    name = layout_label(asdict(config.model)) or row.scheme  # rope:2+none:2, as reports say
+    row = replace(row, scheme=f"{name} (trained)", **figures_at_2x(evaluation))
     return row, config, model, notes
 
 

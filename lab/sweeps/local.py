@@ -14,6 +14,22 @@ from tqdm import tqdm
 from lab.sweeps.sweep import RunSpec, run_one
 from lab.sweeps.workers import MAX_WORKERS, run_in_processes, stop_on_signals
 
+STOPPED = (
+    "finished runs are kept and stopped ones saved a checkpoint; run the same command again to "
+    "resume and write the report (finished runs are skipped)"
+)
+"""What a stop signal leaves of a sweep or an extend study, said after ``sweep.py: interrupted
+by SIGNAL;`` (:func:`stopped_line`, :func:`lab.common.signals.run_main`)."""
+
+
+def stopped_line(signum: int, command: str = "") -> str:
+    """The last line of a sweep or extend study that a stop signal ended, whether its workers
+    or the main process caught it: ``sweep.py: interrupted by SIGINT; ...``
+    (:data:`STOPPED`), then ``: COMMAND`` to run again when given."""
+    line = f"sweep.py: interrupted by {signal.Signals(signum).name}; {STOPPED}"
+    return f"{line}: {command}" if command else line
+
+
 GPU_RUNS_PER_DEVICE = 4
 """Runs that share one GPU by default (fewer where the machine has fewer CPU cores per GPU):
 a small model's training step waits on kernel launches from Python, one CPU core per run, so
