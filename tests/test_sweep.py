@@ -612,6 +612,25 @@ def test_a_language_model_task_on_the_task_axis_says_where_it_goes(override):
         load_sweep(CONFIG, [override])
 
 
+def test_a_grid_value_with_a_path_never_nests_or_moves_a_run_folder(tmp_path):
+    """A corpus-path axis once named runs ``rope-seed0-path/tmp/a.txt`` (nested folders, events
+    in a stray -runs folder) and, with ``..`` in the path, put them outside out_dir, where
+    --overwrite replaced a user's run: every run is now one folder directly in out_dir."""
+    (tmp_path / "c").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "c" / name).write_bytes(b"the quick brown fox jumps over the lazy dog. " * 80)
+    paths = f"{tmp_path}/c/a.txt,/../..{tmp_path}/c/../c/b.txt"
+    lm_quick = str(Path(CONFIG).with_name("lm_quick.yaml"))
+    out = tmp_path / "out"
+    overrides = [f"out_dir={out}", f"data.options.text.path={paths}", "eval.lm_tokens=256"]
+    specs = expand(load_sweep(lm_quick, [*overrides, "position=rope"]))
+    assert len({spec.name for spec in specs}) == len(specs) == 2
+    for spec in specs:
+        assert "/" not in spec.name and ".." not in spec.name, spec.name
+        run_dir = load_config(None, spec.overrides).run_dir
+        assert Path(run_dir).parent == out, run_dir
+
+
 def test_an_evaluation_made_on_another_device_is_redone(finished, tmp_path, capsys):
     """A sweep evaluated on a GPU (bf16 under precision auto) and rerun on a CPU reported the
     GPU's figures as 'skipped (already finished)'."""

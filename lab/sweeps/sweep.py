@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -742,4 +743,12 @@ def _matches(condition: str, chosen: dict[str, Any]) -> bool:
 
 def _short(key: str, value: Any) -> str:
     leaf = key.rsplit(".", 1)[-1]
-    return str(value) if leaf in ("position", "task") else f"{leaf}{value}"
+    text = folder_safe(str(value))
+    return text if leaf in ("position", "task") else f"{leaf}{text}"
+
+
+def folder_safe(text: str) -> str:
+    """``text`` as part of one folder name: each path separator and each run of two or more
+    dots becomes ``_``, so a grid value (a corpus path, ``..``) never nests a run's folder or
+    moves it out of ``out_dir``."""
+    return re.sub(r"\.\.+", "_", text.replace("/", "_").replace("\\", "_"))
