@@ -24,7 +24,7 @@ from lab.bench.baselines import LIBRARIES, baselines, library_versions
 from lab.bench.benchmark import STANDARD, check_counts, check_schemes
 from lab.bench.run import measure
 from lab.common.commands import Programs, hand_off, list_programs
-from lab.common.files import atomic_write, output_file
+from lab.common.files import atomic_write, json_with_keys, output_file
 from lab.common.machine import machine_info
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
@@ -110,7 +110,8 @@ def check_arguments(args: argparse.Namespace) -> tuple:
     check_precision(args.precision)
     schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
     check_schemes(schemes, "--schemes")
-    out = output_file(args.out)  # checked before minutes of timing, not after
+    # checked before minutes of timing; replaces only an earlier bench.py JSON
+    out = output_file(args.out, ours=json_with_keys("standard"))
     libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
     return device, lengths, schemes, out, libraries
 

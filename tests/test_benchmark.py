@@ -164,6 +164,7 @@ def test_an_unknown_baseline_library_is_one_line():
         (["--out", "/tmp"], "--out='/tmp' must name a file, not a folder"),
         (["--out", "README.md/x.json"], "--out=README.md/x.json: 'README.md' is not a folder"),
         (["--schemes", "rope,alibj"], "--schemes 'alibj' is unknown; use none, learned"),
+        (["--out", "README.md"], "--out='README.md' is a file this command did not write"),
     ],
 )
 def test_bench_refuses_bad_arguments_before_timing_anything(argv, message, capsys):

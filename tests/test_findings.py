@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.reporting.aggregate import cell, comparison, headline_table, significance_lines
+from lab.reporting.aggregate import cell, comparison, groups, headline_table, significance_lines
 from lab.reporting.findings import haviv, kazemnejad_order, press, ruoss
 
 GRID = [4, 8, 12, 16]
@@ -117,3 +117,24 @@ def test_seed_cells_and_significance_lines() -> None:
     assert "none significant" in significance_lines(three, "copy")[0]
     table = headline_table(results, "copy")
     assert "| alibi" in table and "90.2 [" in table
+
+
+def test_two_models_of_one_seed_are_two_arms_never_two_seeds() -> None:
+    """A grid over a scheme option (theta 500 and 10000, seed 0 each) once read as "rope, 2
+    seeds" with a t-interval; an arm is the runs whose configs agree beyond seed and folder, and
+    the table names what differs."""
+    results = []
+    for seed in (0, 1):
+        for theta in (500.0, 10000.0):
+            r = run("rope", seed, 40 if theta == 500.0 else 10)
+            options = {"position": "rope", "options": {"rope": {"theta": theta}}}
+            results.append(
+                r | {"config": {**r["config"], "model": {**r["config"]["model"], **options}}}
+            )
+    arms = groups(results, "copy")
+    assert list(arms) == ["rope {theta=500.0}", "rope {theta=10000.0}"]
+    assert [[r["seed"] for r in runs] for runs in arms.values()] == [[0, 1], [0, 1]]
+    table = headline_table(results, "copy")
+    assert "| rope {theta=500.0}   |" in table and "| 40.0 " in table
+    same = [run("rope", seed, 40) | {"run_dir": f"elsewhere/{seed}"} for seed in (0, 1)]
+    assert list(groups(same, "copy")) == ["rope"]  # seeds and folders alone: one arm

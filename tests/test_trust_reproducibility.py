@@ -175,6 +175,17 @@ def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
         f"error: {tmp_path / 'bool.json'} is not a sweep's results.json (a list of eval.json "
         "results)"
     )
+    victims = [Path(good), tmp_path / "notes.txt"]  # its own input; a user's file
+    victims[1].write_text("my notes\n")
+    for victim in victims:
+        before = victim.read_bytes()
+        assert sweep.main(["--compare", good, good, "--out", str(victim)]) == 2
+        err = capsys.readouterr().err
+        assert "is a file this command did not write" in err and victim.read_bytes() == before
+    page = tmp_path / "page.md"  # a page it wrote is replaced
+    assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0
+    assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0
+    capsys.readouterr()
     missing = tmp_path / "no such folder" / "page.md"
     assert sweep.main(["--compare", good, good, "--out", str(missing)]) == 2
     err = capsys.readouterr().err.strip()

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -174,18 +175,27 @@ def check_not_folders(folder: str | Path, names: tuple[str, ...] | list[str]) ->
             )
 
 
-def output_file(name: str, flag: str = "--out") -> Path:
+def output_file(
+    name: str, flag: str = "--out", ours: Callable[[bytes], bool] | None = None
+) -> Path:
     """The file a command will write its results to, checked before its work: a file name in
-    an existing, writable folder.
+    an existing, writable folder; with ``ours``, an existing file is replaced only when
+    ``ours(its bytes)`` says this command wrote it (a run's checkpoint, the command's own
+    input or a user's notes are never overwritten).
 
     Raises:
-        ValueError: ``name`` is empty or a folder, or its folder does not exist (one line
-            naming ``flag`` and the value).
+        ValueError: ``name`` is empty or a folder, its folder does not exist, or it is a file
+            this command did not write (one line naming ``flag`` and the value).
         OSError: the folder is not writable (:func:`writable_folder`).
     """
     out = Path(name)
     if not name or out.is_dir():
         raise ValueError(f"{flag}={name!r} must name a file, not a folder")
+    if ours is not None and out.is_file() and not ours(out.read_bytes()):
+        raise ValueError(
+            f"{flag}={name!r} is a file this command did not write, which it would replace; "
+            "give a new file name (or remove that file first)"
+        )
     if not out.parent.is_dir():
         parent = repr(str(out.parent))
         exists = out.parent.exists()
@@ -193,3 +203,17 @@ def output_file(name: str, flag: str = "--out") -> Path:
         raise ValueError(f"{flag}={name}: {why}")
     writable_folder(out.parent)
     return out
+
+
+def json_with_keys(*keys: str) -> Callable[[bytes], bool]:
+    """An ``ours`` test for :func:`output_file`: the bytes are a JSON object holding ``keys``
+    (the file a command wrote earlier)."""
+
+    def ours(data: bytes) -> bool:
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(value, dict) and set(keys) <= set(value)
+
+    return ours

@@ -92,3 +92,48 @@ def ordered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r["seed"],
         ),
     )
+
+
+NOT_A_SETTING = (
+    "seed",
+    "run_dir",
+    "log_dir",
+    "device",
+    "threads",
+    "train.progress",
+    "train.log_every",
+    "train.checkpoint_every",
+)
+"""Dotted config keys in which runs of one arm may differ: its seeds, where each run was
+written and shown, and what it ran on (the machine is recorded apart, ``machine``)."""
+
+
+def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """A saved run config as dotted key -> its value as text (nested sections flattened),
+    without :data:`NOT_A_SETTING`."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        if f"{prefix}{key}" in NOT_A_SETTING:
+            continue
+        if isinstance(value, dict):
+            flat |= flat_settings(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = str(value)
+    return flat
+
+
+def split_by_settings(label: str, runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The runs one label names, split into arms when their configs differ in more than the
+    seed and folder (a grid over a scheme option, an extend study's parent and children):
+    ``label`` -> ``runs`` when they agree, else ``"LABEL {KEY=VALUE, ...}"`` -> the runs of
+    each combination, naming the settings that differ by their last dotted part. Two models
+    of one seed are never pooled as two seeds."""
+    flat = [flat_settings(r["config"]) for r in runs]
+    keys = sorted({k for f in flat for k in f if len({g.get(k) for g in flat}) > 1})
+    if not keys:
+        return {label: runs}
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for run, settings in zip(runs, flat, strict=True):
+        named = ", ".join(f"{k.rsplit('.', 1)[-1]}={settings.get(k)}" for k in keys)
+        arms.setdefault(f"{label} {{{named}}}", []).append(run)
+    return arms

@@ -46,7 +46,7 @@ from omegaconf import OmegaConf
 
 from data import available_tasks, task_class
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
-from lab.common.config import ConfigError, load_config, load_yaml
+from lab.common.config import ConfigError, check_evaluable, load_config, load_yaml
 from lab.common.files import atomic_write
 from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked, run_lock
@@ -190,7 +190,8 @@ def plan(raw: dict[str, Any]) -> Study:
             study.parent_of[name] = spec.name
             check_architecture(parent, load_config(None, study.children[-1].overrides))
     for spec in [*study.parents, *study.scratch, *study.children]:
-        load_config(None, spec.overrides)
+        for extra in spec.evaluations.values():  # each zero-shot rule too, before any training
+            check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
     return study
 
 

@@ -15,7 +15,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from lab.evaluation.labels import ordered, run_label, scheme_label, task_options_label
+from lab.evaluation.labels import (
+    ordered,
+    run_label,
+    scheme_label,
+    split_by_settings,
+    task_options_label,
+)
 from lab.evaluation.learned import learned_only, not_learned_reason
 from lab.evaluation.record import length_row, pair_values
 from lab.evaluation.size import parameters_cell
@@ -32,12 +38,18 @@ Result = dict[str, Any]
 
 
 def groups(results: list[Result], task: str) -> dict[str, list[Result]]:
-    """Scheme label -> runs (one per seed) of ``task``, in the canonical scheme order."""
+    """Scheme label -> runs (one per seed) of ``task``, in the canonical scheme order; runs of
+    one label whose configs differ beyond seed and folder are arms of their own, named by the
+    settings that differ (:func:`lab.evaluation.labels.split_by_settings`)."""
     grouped: dict[str, list[Result]] = defaultdict(list)
     for r in ordered(results):
         if r["task"] == task:
             grouped[scheme_label(r)].append(r)
-    return dict(grouped)
+    return {
+        arm: runs
+        for label, every in grouped.items()
+        for arm, runs in split_by_settings(label, every).items()
+    }
 
 
 def tasks(results: list[Result]) -> list[str]:

@@ -148,7 +148,7 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
     worst = max(cells, key=lambda row: abs(row["shift"]))
     shifts = sorted(abs(row["shift"]) for row in cells)
     lines = [
-        f"# The same sweep on two machines: {label_a} (A) and {label_b} (B)",
+        f"{TITLE}{label_a} (A) and {label_b} (B)",
         "",
         *([note, ""] if note else []),
         f"- Bit-identical runs (same steps, same answer on every sequence): "
@@ -196,6 +196,10 @@ def _span(row: dict[str, Any]) -> str:
     if row["low"] is None:
         return f"{100 * row['shift']:+.1f} points, one seed"
     return f"{100 * row['shift']:+.1f} [{100 * row['low']:+.1f}, {100 * row['high']:+.1f}] points"
+
+
+TITLE = "# The same sweep on two machines: "
+"""How a comparison page begins: ``--out`` replaces only a file that begins so."""
 
 
 def read_results(path: Path) -> list[Result]:
@@ -262,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--out {args.out / 'cross_machine.md'}"
             )
         if args.out is not None:  # checked before the work: a file in an existing folder
-            output_file(str(args.out))
+            output_file(str(args.out), ours=lambda text: text.startswith(TITLE.encode()))
         a, b = (read_results(p) for p in args.results)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
