@@ -21,6 +21,7 @@ import sys
 import torch
 
 from lab.common.files import writable_folder
+from lab.common.outputs import output_problem
 from lab.common.signals import run_program
 from lab.properties.report import write_report
 from model.position import available_schemes
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(1)
     try:
+        problem = output_problem(args.out, "--out")  # not a run's or a sweep's folder
+        if problem:
+            raise ValueError(problem)
         writable_folder(args.out)
         paths = write_report(list(dict.fromkeys(args.position)), args.out, args.run)
     except (OSError, ValueError) as error:

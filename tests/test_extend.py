@@ -540,6 +540,9 @@ def test_seeds_given_twice_are_one_run_each(tmp_path):
     (tmp_path / "bad.yaml").write_text(STUDY.replace("seeds: [0]", "seeds: [0, x]"))
     with pytest.raises(ConfigError, match=r"seeds=\[0, 'x'\] is invalid; give a list"):
         read_study(tmp_path / "bad.yaml")
+    (tmp_path / "none.yaml").write_text(STUDY.replace("seeds: [0]", "seeds: []"))
+    with pytest.raises(ConfigError, match=r"seeds=\[\] is invalid; give a list"):  # not seed 0
+        read_study(tmp_path / "none.yaml")
 
 
 @pytest.mark.parametrize(

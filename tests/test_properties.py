@@ -4,6 +4,7 @@ demonstrations, attention maps, and the CLI's files."""
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -209,6 +210,19 @@ def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
     assert rows[1]["exact_match_2x"] is None  # the run has no eval.json
     for name in ("attention_train", "attention_4x"):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_out_in_a_runs_or_a_sweeps_folder_is_refused(tmp_path, straight, capsys):
+    """--out is checked as every output folder is: a run's folder (its report beside the run's
+    files) or a sweep's is one line, nothing written."""
+    config, _ = straight
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text("{}")
+    for out, message in ((config.run_dir, "holds another run"), (sweep_dir, "is a sweep's folder")):
+        before = sorted(Path(out).iterdir())
+        assert properties.main(["--position", "none", "--out", str(out)]) == 2
+        assert message in one_error_line(capsys) and sorted(Path(out).iterdir()) == before
 
 
 @pytest.mark.parametrize(

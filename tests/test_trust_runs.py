@@ -211,6 +211,22 @@ def test_a_symlink_loop_as_any_output_folder_or_corpus_is_one_line(
     assert files_of(tmp_path) == before
 
 
+def test_resuming_a_run_that_trains_now_before_its_first_checkpoint_names_the_holder(
+    tmp_path: Path,
+) -> None:
+    """--resume of a run another process is training, before its first checkpoint, said "train
+    it first"; it is RunLocked, naming the holder, and nothing is written."""
+    from lab.common.runlock import RunLocked, run_lock
+
+    run_dir = tmp_path / "busy"
+    with run_lock(run_dir):  # the other process, in its first steps
+        with pytest.raises(RunLocked, match="is in use by another training process"):
+            train(tiny_config(run_dir, *SHORT), resume=True)
+    assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]
+    with pytest.raises(FileNotFoundError, match="train it first"):  # once it has gone
+        train(tiny_config(run_dir, *SHORT), resume=True)
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))

@@ -102,8 +102,8 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
             raw["base"].append(item)
     if not isinstance(raw.get("factor", 4), int) or raw.get("factor", 4) < 2:
         raise ConfigError(f"factor={raw.get('factor')!r} is invalid; it must be an integer >= 2")
-    seeds = raw.get("seeds") or [0]
-    if not isinstance(seeds, list) or not all(_is_int(s) for s in seeds):
+    seeds = raw.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds):
         raise ConfigError(f"seeds={seeds!r} is invalid; give a list of integer seeds, e.g. [0, 1]")
     raw["seeds"] = list(dict.fromkeys(seeds))  # seeds=0,0 (or 0,00) is one run per arm, once
     return raw
