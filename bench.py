@@ -24,8 +24,9 @@ from lab.bench.baselines import LIBRARIES, baselines, library_versions
 from lab.bench.benchmark import STANDARD, check_counts, check_schemes
 from lab.bench.run import measure
 from lab.common.commands import Programs, hand_off, list_programs
-from lab.common.files import atomic_write, json_with_keys, output_file
+from lab.common.files import atomic_write, json_with_keys
 from lab.common.machine import machine_info
+from lab.common.outputs import output_file_in_place
 from lab.common.runtime import check_precision, configure_threads, resolve_device
 from lab.common.signals import exit_code, run_program
 
@@ -111,7 +112,7 @@ def check_arguments(args: argparse.Namespace) -> tuple:
     schemes = [name.strip() for name in args.schemes.split(",") if name.strip()]
     check_schemes(schemes, "--schemes")
     # checked before minutes of timing; replaces only an earlier bench.py JSON
-    out = output_file(args.out, ours=json_with_keys("standard"))
+    out = output_file_in_place(args.out, ours=json_with_keys("standard"))
     libraries = list(dict.fromkeys(name for name in args.baselines.split(",") if name))
     return device, lengths, schemes, out, libraries
 

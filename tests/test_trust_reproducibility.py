@@ -182,6 +182,12 @@ def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
         assert sweep.main(["--compare", good, good, "--out", str(victim)]) == 2
         err = capsys.readouterr().err
         assert "is a file this command did not write" in err and victim.read_bytes() == before
+    run = tmp_path / "run"  # a run's folder: refused as every output folder is
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"weights")
+    assert sweep.main(["--compare", good, good, "--out", str(run / "page.md")]) == 2
+    assert "lies in a folder refused for output" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt"]
     page = tmp_path / "page.md"  # a page it wrote is replaced
     assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0
     assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0

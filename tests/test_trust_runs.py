@@ -219,9 +219,9 @@ def test_resuming_a_run_that_trains_now_before_its_first_checkpoint_names_the_ho
     from lab.common.runlock import RunLocked, run_lock
 
     run_dir = tmp_path / "busy"
-    with run_lock(run_dir):  # the other process, in its first steps
-        with pytest.raises(RunLocked, match="is in use by another training process"):
-            train(tiny_config(run_dir, *SHORT), resume=True)
+    busy = pytest.raises(RunLocked, match="is in use by another training process")
+    with run_lock(run_dir), busy:  # the lock: the other process, in its first steps
+        train(tiny_config(run_dir, *SHORT), resume=True)
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]
     with pytest.raises(FileNotFoundError, match="train it first"):  # once it has gone
         train(tiny_config(run_dir, *SHORT), resume=True)

@@ -29,7 +29,8 @@ from lab.bench.benchmark import (
     eval_rows,
     our_model,
 )
-from lab.common.files import atomic_write, json_with_keys, output_file
+from lab.common.files import atomic_write, json_with_keys
+from lab.common.outputs import output_file_in_place
 from lab.common.runtime import configure_threads, resolve_device
 from lab.reporting.tables import format_table
 from model import ModelConfig
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         device = resolve_device(args.device)
         configure_threads(args.threads)
         schemes, powers, lengths = checked_lists(args)
-        out = output_file(args.out, ours=json_with_keys("timing", "results"))
+        out = output_file_in_place(args.out, ours=json_with_keys("timing", "results"))
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -11,9 +11,11 @@ is the one check of every output folder a command is given (``out_dir``, ``run_d
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from lab.common.events.place import MARKER, claimed_above
+from lab.common.files import output_file
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
@@ -176,3 +178,21 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
             "a folder of its own"
         )
     return None
+
+
+def output_file_in_place(
+    name: str, flag: str = "--out", ours: Callable[[bytes], bool] | None = None
+) -> Path:
+    """:func:`lab.common.files.output_file` for a command's result file, whose folder is also
+    checked as every output folder is (:func:`output_problem`: not a run's folder nor inside
+    one, not a sweep's).
+
+    Raises:
+        ValueError: one line naming ``flag`` and the value.
+        OSError: the folder is not writable.
+    """
+    out = output_file(name, flag, ours)
+    problem = output_problem(str(out.parent), "--out")
+    if problem:
+        raise ValueError(f"{flag}={name!r} lies in a folder refused for output: {problem}")
+    return out

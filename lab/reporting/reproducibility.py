@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lab.common.files import atomic_write, output_file
+from lab.common.files import atomic_write
+from lab.common.outputs import output_file_in_place
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
 from lab.reporting.findings import decided
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--out {args.out / 'cross_machine.md'}"
             )
         if args.out is not None:  # checked before the work: a file in an existing folder
-            output_file(str(args.out), ours=lambda text: text.startswith(TITLE.encode()))
+            output_file_in_place(str(args.out), ours=lambda text: text.startswith(TITLE.encode()))
         a, b = (read_results(p) for p in args.results)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
