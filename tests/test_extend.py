@@ -551,6 +551,8 @@ def test_seeds_given_twice_are_one_run_each(tmp_path):
         ("rules: {linear:", "fine_tune.rules label '../up' is not a plain name"),
         ("scratch:", "zero_shot label 'a/b' is not a plain name"),
         ("zero:", "parent-seed0: .*scaling_factor"),
+        ("empty:", "zero_shot.lin sets no option"),
+        ("twice:", "fine_tune.rules.linear and fine_tune.rules.again set the same options"),
     ],
 )
 def test_a_rule_label_that_is_no_folder_name_is_refused_before_training(tmp_path, edit, message):
@@ -563,6 +565,11 @@ def test_a_rule_label_that_is_no_folder_name_is_refused_before_training(tmp_path
     if "zero" in edit:
         zero = "zero_shot: {lin: {scaling: linear, scaling_factor: 0}}\nscratch:"
         text = text.replace("scratch:", zero)
+    if "empty" in edit:
+        text = text.replace("scratch:", "zero_shot: {lin: {}}\nscratch:")
+    if "twice" in edit:
+        again = "linear: {scaling: linear, scaling_factor: 2}"
+        text = text.replace(again, f"{again}, again: {{scaling: linear, scaling_factor: 2}}")
     (tmp_path / "study.yaml").write_text(text)
     raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path / 'out'}"])
     with pytest.raises(
@@ -820,3 +827,29 @@ def test_an_out_dir_spelled_with_extra_slashes_gives_the_run_dirs_its_runs_recor
     for spec in [*study.parents, *study.scratch, *study.children]:
         run_dir = load_config(None, spec.overrides).run_dir
         assert run_dir == f"{tmp_path}/x/{spec.name}", run_dir
+
+
+def test_arms_trained_at_other_lengths_are_never_paired(tmp_path):
+    """eval.py over an extend study's folder groups its parent (L) and its from-scratch run
+    (2L) as arms of their own; their "1x" are other lengths and windows, so the LM report
+    compares neither (it stopped with "the windows cannot be paired" and wrote no report)."""
+    from lab.lm.report import paired_rows
+    from lab.reporting.aggregate import groups
+
+    runs = []
+    for seed in (0, 1):
+        parent = _lm_record(seed, 64, {64: _windows(1.5, seed), 128: _windows(1.9, seed, 20)})
+        scratch = _lm_record(
+            seed, 128, {128: _windows(1.4, seed, 20), 256: _windows(1.6, seed, 10)}
+        )
+        runs += [parent, scratch]
+    for run in runs:
+        run |= {"task": "text", "position": "rope"}
+        low, high = run["train_lengths"]  # as a run's config records them
+        run["config"]["data"] = {"train_min_length": low, "train_max_length": high}
+        for row in run["lengths"]:
+            row["multiple"] = row["length"] // run["train_lengths"][1]
+            row["label"] = f"{row['multiple']}x"
+    arms = groups(runs, "text")
+    assert [len(a) for a in arms.values()] == [2, 2]  # the parent's, the from-scratch run's
+    assert paired_rows(runs, "text") == []

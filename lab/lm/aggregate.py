@@ -162,17 +162,24 @@ def loss_family(
     """Every comparison a report makes between the schemes of ``grouped`` (label -> runs) at
     ``labels``: ``(length, a, b, test, holm_p)``, with Holm's adjusted p-value over all of them
     (:func:`lab.stats.seed_stats.holm`) of each test's :attr:`Paired.p_value` (the larger of
-    the t and sign-flip p-values)."""
+    the t and sign-flip p-values). Only arms trained at one length are compared: another's
+    multiples are other lengths and windows (an extend study's parents and children)."""
     names = list(grouped)
     found = [
         (label, a, b, test)
         for label in labels
         for i, a in enumerate(names)
         for b in names[i + 1 :]
-        if (test := paired(grouped[a], grouped[b], label)) is not None
+        if one_length(grouped[a], grouped[b])
+        and (test := paired(grouped[a], grouped[b], label)) is not None
     ]
     adjusted = holm([test.p_value for *_, test in found])
     return [(*item, p) for item, p in zip(found, adjusted, strict=True)]
+
+
+def one_length(runs_a: list[Result], runs_b: list[Result]) -> bool:
+    """The runs of two arms were trained at one range of lengths (``train_lengths``)."""
+    return len({tuple(r["train_lengths"]) for r in [*runs_a, *runs_b]}) == 1
 
 
 def corpus_parts(results: list[Result], task: str) -> list[tuple[str, list[Result]]]:

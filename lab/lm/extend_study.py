@@ -159,8 +159,7 @@ def plan(raw: dict[str, Any]) -> Study:
     out_dir = os.path.normpath(out_dir)  # runs/x/, ./runs/x: the run_dir a child records
     rules = (raw.get("fine_tune") or {}).get("rules")
     for where, labels in (("zero_shot", raw.get("zero_shot")), ("fine_tune.rules", rules)):
-        for label in labels or {}:
-            check_label(str(label), where)
+        check_rules(labels or {}, where)
     study = Study(out_dir)
     for seed in raw.get("seeds") or [0]:
         base = [*raw["base"], f"seed={seed}"]
@@ -211,6 +210,32 @@ def check_label(label: str, where: str) -> None:
             f"{where} label {label!r} is not a plain name: it names a folder, so give letters, "
             "digits and . _ = + - (no '/' or '..'), e.g. linear"
         )
+
+
+def check_rules(rules: dict[str, Any], where: str) -> None:
+    """Refuse, before anything trains, a rule whose label is no folder name
+    (:func:`check_label`), a zero-shot rule that sets no option (it would evaluate the parent
+    as trained under a rule's name) and two rules of one section with the same options (one
+    arm under two labels: the report keeps one of them).
+
+    Raises:
+        ConfigError: one line naming the section, the labels and what is allowed.
+    """
+    seen: dict[str, str] = {}
+    for label, options in rules.items():
+        check_label(str(label), where)
+        if where == "zero_shot" and not options:
+            raise ConfigError(
+                f"zero_shot.{label} sets no option; a zero-shot rule changes "
+                "eval.position_options, e.g. {scaling: linear, scaling_factor: 4}"
+            )
+        key = json.dumps(options or {}, sort_keys=True, default=str)
+        if key in seen:
+            raise ConfigError(
+                f"{where}.{seen[key]} and {where}.{label} set the same options ({options}); "
+                "give each rule once"
+            )
+        seen[key] = str(label)
 
 
 def seed_children(
