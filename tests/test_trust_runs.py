@@ -212,16 +212,19 @@ def test_a_symlink_loop_as_any_output_folder_or_corpus_is_one_line(
 
 
 def test_resuming_a_run_that_trains_now_before_its_first_checkpoint_names_the_holder(
-    tmp_path: Path,
+    tmp_path: Path, capsys
 ) -> None:
     """--resume of a run another process is training, before its first checkpoint, said "train
-    it first"; it is RunLocked, naming the holder, and nothing is written."""
-    from lab.common.runlock import RunLocked, run_lock
+    it first"; it names the holder, from train.py as from train(), and writes nothing."""
+    from lab.common.runlock import run_lock
 
     run_dir = tmp_path / "busy"
-    busy = pytest.raises(RunLocked, match="is in use by another training process")
-    with run_lock(run_dir), busy:  # the lock: the other process, in its first steps
-        train(tiny_config(run_dir, *SHORT), resume=True)
+    busy = "yet: run_dir=.* is in use by another training process"
+    with run_lock(run_dir):  # the lock: the other process, in its first steps
+        with pytest.raises(FileNotFoundError, match=busy):
+            train(tiny_config(run_dir, *SHORT), resume=True)
+        code, err = train_cli_line(capsys, "--resume", str(run_dir))
+        assert code == 2 and "is in use by another training process" in err, err
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]
     with pytest.raises(FileNotFoundError, match="train it first"):  # once it has gone
         train(tiny_config(run_dir, *SHORT), resume=True)

@@ -31,7 +31,7 @@ from lab.common.outputs import (
     REPORT_FILES,
     is_ours,
 )
-from lab.common.runlock import LOCK_NAME
+from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.common.sections import ConfigError
 
 RUN_FILES = (CHECKPOINT_NAME, CONFIG_NAME, EVENTS)
@@ -127,12 +127,19 @@ def find_checkpoint(run_dir: str | Path) -> Path:
     """``RUN_DIR/checkpoint.pt``, checked to exist.
 
     Raises:
-        FileNotFoundError: the folder or its checkpoint does not exist (one line).
+        FileNotFoundError: the folder or its checkpoint does not exist (one line; a run that
+            another process is training, before its first checkpoint, says so and names it).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
     path = checkpoint_path(run_dir)
+    if not path.is_file() and (run_dir / LOCK_NAME).is_file():
+        try:
+            with run_lock(run_dir):
+                pass
+        except RunLocked as busy:  # a run training now, before its first checkpoint
+            raise FileNotFoundError(f"no checkpoint in {str(run_dir)!r} yet: {busy}") from None
     if not path.is_file():
         raise FileNotFoundError(
             f"no checkpoint in {str(run_dir)!r} (expected {CHECKPOINT_NAME}); "

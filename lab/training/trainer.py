@@ -50,7 +50,6 @@ from tqdm import tqdm
 from data import Batch, Task
 from data.streams import training_batch
 from lab.common.checkpoint import (
-    CHECKPOINT_NAME,
     check_fresh_start,
     check_trainer_paths,
     clear_events,
@@ -63,7 +62,7 @@ from lab.common.config import Config, ConfigError, save_config
 from lab.common.events.files import drop_events_after
 from lab.common.events.place import check_run_events, events_folder
 from lab.common.events.writer import open_summary_writer
-from lab.common.runlock import LOCK_NAME, removed_if_refused, run_lock
+from lab.common.runlock import removed_if_refused, run_lock
 from lab.common.runtime import (
     Interrupt,
     configure_threads,
@@ -166,7 +165,7 @@ def train(
     group.check_batch_size(config.train.batch_size)
     configure_threads(config.threads)
     if resume:
-        check_resumable(run_dir)
+        find_checkpoint(run_dir)
     should_stop = group.stop_check(should_stop)  # and a rank whose torchrun died stops
     started = time.perf_counter()
     lock = run_lock(run_dir) if group.is_main else contextlib.nullcontext()
@@ -181,20 +180,6 @@ def train(
         run_loop(run, device, interrupt, should_stop)
         run.result.seconds = time.perf_counter() - started
     return run.result
-
-
-def check_resumable(run_dir: Path) -> None:
-    """``run_dir`` holds a checkpoint to resume (:func:`find_checkpoint`); a run training
-    there now, before its first checkpoint, is named as such rather than "train it first".
-
-    Raises:
-        RunLocked: another process trains into ``run_dir`` (one line naming it).
-        FileNotFoundError: no folder or no checkpoint (one line).
-    """
-    if not (run_dir / CHECKPOINT_NAME).is_file() and (run_dir / LOCK_NAME).is_file():
-        with run_lock(run_dir):
-            pass
-    find_checkpoint(run_dir)
 
 
 def prepare_run(
