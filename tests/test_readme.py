@@ -35,6 +35,23 @@ def test_every_result_page_is_made_from_the_files_beside_it() -> None:
         assert path.read_text() == text, f"{path.name} is stale: run python sweep.py --publish"
 
 
+def test_the_headline_is_the_ablations_file_at_6_seeds_and_its_chosen_rates() -> None:
+    """The README's result comes from 6 seeds (an exact sign-flip test can reach p < 0.05), each
+    run at the rate the ablation's published selection chose for its scheme; its page links
+    that selection and flags no run at another rate; the quick default keeps 3 seeds."""
+    runs = json.loads((RESULTS / "headline" / "results.json").read_text())
+    chosen = json.loads((RESULTS / "ablation" / "lr_selection.json").read_text())["chosen"]
+    assert sorted({r["seed"] for r in runs}) == [0, 1, 2, 3, 4, 5]
+    assert len(runs) == 6 * len(chosen) * 2  # every scheme of the selection, on svo and copy
+    assert all(float(r["config"]["train"]["lr"]) == chosen[r["position"]] for r in runs)
+    page = (RESULTS / "headline.md").read_text()
+    assert "[lr_selection.json](ablation/lr_selection.json)" in page
+    assert "not the rate chosen" not in page and "seed(s) 0, 1, 2, 3, 4, 5" in page
+    quick = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    assert sorted({r["seed"] for r in quick}) == [0, 1, 2]
+    assert "docs/results/headline/accuracy_vs_length.png" in README.read_text()
+
+
 def test_the_benchmark_pages_hold_the_tables_of_their_committed_json() -> None:
     assert not bench_report.stale_pages(), "run python bench.py --publish"
     for name in bench_report.PAGES:
@@ -244,7 +261,9 @@ def test_publish_checks_and_renders_everything_before_writing_anything(
     before = snapshot(tmp_path)
     good = str(results / "ablation")
     runs = json.loads((RESULTS / "ablation" / "results.json").read_text())
-    no_in_dist = [{**r, "summary": {}} for r in runs]
+    no_in_dist = [{**r, "summary": {}, "schema_version": 2} for r in runs]  # older: unchecked
+    twice = [*runs, runs[0]]  # one run listed twice: it would be pooled as two seeds
+    edited = [{**runs[0], "summary": {**runs[0]["summary"], "at": {"4x": 0.05}}}, *runs[1:]]
     cases = [
         (["results.json", "not json"], "results.json is not a sweep's results.json (not JSON"),
         (["results.json", '{"a": 1}'], "results.json is not a sweep's results.json (not a list"),
@@ -254,6 +273,8 @@ def test_publish_checks_and_renders_everything_before_writing_anything(
         (["sweep.json", "[]"], "sweep.json is not a sweep's sweep.json (not an object"),
         (["sweep.json", '{"seconds": 1}'], "sweep.json is not a sweep's sweep.json (lacks"),
         (["results.json", json.dumps(no_in_dist)], "ablation.md cannot be made from /"),
+        (["results.json", json.dumps(twice)], "items 0 and 30 are one run evaluated alike"),
+        (["results.json", json.dumps(edited)], "item 0 (none, copy, seed 0): summary.at"),
         (["accuracy_vs_length.png", "text"], "is not a sweep's accuracy_vs_length.png (not a PNG"),
     ]
     for (name, text), message in cases:
@@ -291,6 +312,23 @@ def test_a_smoke_sweep_is_no_result_page(tmp_path: Path, monkeypatch, capsys) ->
     readme.check_not_smoke(smoke, FAMILIES["suite-quick"])  # the suite's smoke test: accepted
 
 
+@pytest.mark.parametrize("runs", [{"trained": 1, "failed": 1}, {"interrupted": 2, "skipped": 28}])
+def test_a_sweep_with_failed_or_interrupted_runs_is_no_result_page(
+    tmp_path: Path, monkeypatch, capsys, runs
+) -> None:
+    """A sweep whose sweep.json counts a failed or interrupted run is refused in one line,
+    nothing written: its page would show the runs that finished as the whole sweep."""
+    sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    partial = bad_sweep(tmp_path, "sweep.json", "")
+    timing = json.loads((RESULTS / "ablation" / "sweep.json").read_text()) | {"runs": runs}
+    (partial / "sweep.json").write_text(json.dumps(timing))
+    assert readme.main([str(partial)]) == 2
+    error = one_error_line(capsys)
+    assert "run(s): a page would show the others as the whole sweep" in error, error
+    assert snapshot(tmp_path) == before
+
+
 def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -315,10 +353,18 @@ def test_publish_copies_a_good_sweep_then_rewrites_its_page(
     shutil.copytree(RESULTS / "ablation", sweep)
     runs = json.loads((sweep / "results.json").read_text())
     (sweep / "results.json").write_text(json.dumps(runs[:-1]))
+    readme_before = (tmp_path / "README.md").read_text()
     assert readme.main([str(sweep)]) == 0
     assert (results / "ablation" / "results.json").read_text() == json.dumps(runs[:-1])
     assert "29 runs" in (results / "ablation.md").read_text()
-    assert "29 runs" in (tmp_path / "README.md").read_text()
+    assert (tmp_path / "README.md").read_text() == readme_before  # the README is the headline's
+    headline = tmp_path / "runs" / "headline"
+    shutil.copytree(RESULTS / "headline", headline)
+    runs = json.loads((headline / "results.json").read_text())
+    (headline / "results.json").write_text(json.dumps(runs[:-1]))
+    assert readme.main(["--headline", str(headline)]) == 0
+    assert "59 runs" in (results / "headline.md").read_text()
+    assert "59 runs" in (tmp_path / "README.md").read_text()
     assert readme.main(["--check"]) == 0
 
 

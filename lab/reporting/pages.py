@@ -22,6 +22,7 @@ from typing import Any
 
 from lab.common.machine import describe
 from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
+from lab.evaluation.evaluate import older_version, record_problem
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -52,6 +53,8 @@ class Family:
             every other family refuses one, since its page would read as a result.
         tuning: files of the sweep's learning-rate tuning folder (``OUT_DIR-lr``,
             :mod:`lab.sweeps.select_lr`) copied under their own names when it has them.
+        tuned_with: the family whose published ``lr_selection.json`` chose this family's
+            rates (the same sweep file, run with other seeds), or ``""``.
     """
 
     name: str
@@ -62,6 +65,7 @@ class Family:
     recorded: str = ""
     smoke: bool = False
     tuning: tuple[str, ...] = ()
+    tuned_with: str = ""
 
 
 SWEEP_FILES = {"results.json": "results.json", "report.md": "report.md"}
@@ -75,6 +79,9 @@ SHARED_CORES = (
 
 SWEEP_COPIES = {**SWEEP_FILES, "sweep.json": "sweep.json"} | {name: name for name in FIGURES}
 """A sweep's report, results, timing and figures, under their own names."""
+HEADLINE = "python sweep.py seed=0,1,2,3,4,5 out_dir=runs/headline"
+"""The command of the headline: the default ablation's sweep file at seeds 0 to 5, the fewest
+at which an exact paired sign-flip test can reach two-sided p < 0.05."""
 FAMILIES = {
     "ablation": Family(
         "ablation",
@@ -83,6 +90,14 @@ FAMILIES = {
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
         | {name: name for name in (*FIGURES, ATTENTION_FIGURE)},
         tuning=(SELECTION,),
+    ),
+    "headline": Family(
+        "headline",
+        "The headline: the default ablation at 6 seeds",
+        HEADLINE,
+        {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
+        | {name: name for name in (*FIGURES, ATTENTION_FIGURE)},
+        tuned_with="ablation",
     ),
     "v2": Family(
         "v2",
@@ -217,6 +232,29 @@ def results_problem(data: Any) -> str | None:
         missing = [key for key in EVAL_KEYS if key not in run]
         if missing:
             return f"item {i} lacks {', '.join(map(repr, missing))}"
+        problem = None if older_version(run) else record_problem(run)  # older: unchecked
+        if problem:
+            return f"item {i} ({run['position']}, {run['task']}, seed {run['seed']}): {problem}"
+    return duplicate_problem(data)
+
+
+def duplicate_problem(data: list[dict[str, Any]]) -> str | None:
+    """``'items 0 and 30 are one run evaluated alike ...'`` when two ``eval.json`` dicts of a
+    ``results.json`` have the same config (where they were written aside: ``run_dir``,
+    ``log_dir``): one run listed twice, or a run trained twice, which a page would pool as two
+    seeds; else None. A run evaluated under several settings (``eval.position_options``
+    axes) differs in its ``config.eval``."""
+    seen: dict[str, int] = {}
+    for i, run in enumerate(data):
+        where = ("run_dir", "log_dir")
+        config = {k: v for k, v in run["config"].items() if k not in where}
+        key = json.dumps(config, sort_keys=True, default=str)
+        if key in seen:
+            return (
+                f"items {seen[key]} and {i} are one run evaluated alike ({run['position']}, "
+                f"{run['task']}, seed {run['seed']}): a page would count it as two seeds"
+            )
+        seen[key] = i
     return None
 
 
@@ -477,22 +515,30 @@ def files_line(folder: str, names: list[str]) -> str:
     return "Files: " + ", ".join(f"[{n}]({folder}/{n})" for n in names) + "."
 
 
-def ablation_page(folder: Path, publish: str) -> str:
-    """``docs/results/ablation.md``: provenance, the headline tables, significance, shortcut
-    baselines, findings, the plot, where and why each scheme fails (when the runs hold
-    diagnostics), and the committed files."""
-    family = FAMILIES["ablation"]
+def ablation_page(folder: Path, publish: str, name: str = "ablation") -> str:
+    """``docs/results/NAME.md`` of the default ablation's sweep file (``ablation``: the quick
+    default; ``headline``: the same at 6 seeds): provenance, the headline tables, significance,
+    shortcut baselines, findings, the plot, where and why each scheme fails (when the runs hold
+    diagnostics), the learning rates and the committed files."""
+    family = FAMILIES[name]
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     lines = [*header(family, publish), provenance(results, sweep, family)]
     lines += [*filter(None, [noted(family, sweep)]), steps_line(results), ""]
     lines += answer(results, lambda title: [f"## {title}", ""])
     lines += [EXPLANATION, ""]
-    lines += ["![exact-match against length](ablation/accuracy_vs_length.png)", ""]
-    lines += diagnostics_section(results, f"ablation/{ATTENTION_FIGURE}")
-    lines += learning_rate_section(results, selection(folder), f"ablation/{SELECTION}")
+    lines += [f"![exact-match against length]({name}/accuracy_vs_length.png)", ""]
+    lines += diagnostics_section(results, f"{name}/{ATTENTION_FIGURE}")
+    tuned = folder.parent / family.tuned_with if family.tuned_with else folder
+    link = f"{tuned.name}/{SELECTION}"
+    lines += learning_rate_section(results, selection(tuned), link)
     names = ["report.md", "results.csv", "results.json", "sweep.json"]
     names += [SELECTION] if (folder / SELECTION).is_file() else []
-    return "\n".join([*lines, files_line("ablation", names), ""])
+    return "\n".join([*lines, files_line(name, names), ""])
+
+
+def headline_page(folder: Path, publish: str) -> str:
+    """``docs/results/headline.md``: :func:`ablation_page` of the 6-seed headline."""
+    return ablation_page(folder, publish, "headline")
 
 
 def v2_page(folder: Path, publish: str) -> str:

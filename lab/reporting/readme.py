@@ -1,7 +1,8 @@
 """Publish sweep results: copy a finished sweep's files into ``docs/results/``, then rewrite the
 result pages and the README's generated parts from the committed files (or check them).
 
-    python sweep.py --publish runs/ablation     # the default ablation: files, page, README
+    python sweep.py --publish runs/ablation     # the default ablation: files, page
+    python sweep.py --publish --headline runs/headline   # the 6-seed headline: page, README
     python sweep.py --publish --suite runs/suite --suite-quick runs/suite_quick
     python sweep.py --publish --v2 runs/v2 --rope-scaling runs/rope
     python sweep.py --publish --v3 runs/v3 --v3-variants runs/v3_variants --hybrids runs/hybrids
@@ -14,9 +15,10 @@ Every named sweep's files are read and checked (:func:`lab.reporting.pages.file_
 every page and the README made from them before any file is written: a bad file is one line
 naming it, exit 2, and ``docs/`` and the README as they were.
 
-The README holds two generated parts: the default ablation's result between :data:`BEGIN` and
-:data:`END` (from ``docs/results/ablation/``), and the task table between :data:`TASKS_BEGIN`
-and :data:`TASKS_END` (from the task registry, :func:`task_row`). The pages are
+The README holds two generated parts: the headline's result (the default ablation's sweep file
+at 6 seeds) between :data:`BEGIN` and :data:`END` (from ``docs/results/headline/``), and the task
+table between :data:`TASKS_BEGIN` and :data:`TASKS_END` (from the task registry,
+:func:`task_row`). The pages are
 :data:`lab.reporting.study_pages.PAGES`. ``tests/test_readme.py`` fails when any disagrees.
 """
 
@@ -136,6 +138,7 @@ def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> d
     for family, folder in folders.items():
         if folder:
             check_not_smoke(folder, FAMILIES[family])
+            check_complete(folder)
             copies |= family_files(folder, FAMILIES[family], results)
     for source in copies.values():
         problem = file_problem(source, source.name)
@@ -164,6 +167,27 @@ def check_not_smoke(sweep_dir: str | Path, family: Family) -> None:
         )
 
 
+def check_complete(sweep_dir: str | Path) -> None:
+    """Refuse a sweep whose ``sweep.json`` counts failed or interrupted runs: its page would
+    show the runs that finished as the whole sweep.
+
+    Raises:
+        ValueError: one line naming the folder and the counts.
+    """
+    path = Path(sweep_dir) / SWEEP_JSON
+    try:
+        runs = json.loads(path.read_text()).get("runs")
+    except (OSError, ValueError, AttributeError):
+        return  # read and checked with the other files (checked_copies)
+    unfinished = {s: n for s, n in (runs or {}).items() if s in ("failed", "interrupted") and n}
+    if unfinished:
+        counts = ", ".join(f"{n} {status}" for status, n in unfinished.items())
+        raise ValueError(
+            f"{shown(Path(sweep_dir))}/{SWEEP_JSON} records {counts} run(s): a page would show "
+            "the others as the whole sweep; run the same sweep command again (it resumes them)"
+        )
+
+
 def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
     """``into``, filled with the pages' folders of ``results`` as they will be once ``copies``
     (target under ``results`` -> source) are made; returns ``into``."""
@@ -177,21 +201,22 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
     return into
 
 
-def readme_block(folder: Path = RESULTS / "ablation") -> str:
-    """The README's result (without its markers): how it was made, per task the headline
-    table, the findings against the literature, a link to where each scheme fails (when the
-    runs hold diagnostics; the lines are on the ablation page) and the plot."""
+def readme_block(folder: Path = RESULTS / "headline") -> str:
+    """The README's result (without its markers), from the headline's files in ``folder``: how
+    it was made, per task the headline table, the findings against the literature, a link to
+    where each scheme fails (when the runs hold diagnostics; the lines are on the headline
+    page) and the plot."""
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
-    family = FAMILIES["ablation"]
+    family = FAMILIES["headline"]
     lines = [provenance(results, sweep, family), *filter(None, [noted(family, sweep)]), ""]
     for task in tasks(results):
         lines += [f"**{task}**: exact-match in percent, mean [95% t-interval] over seeds", ""]
         lines += [headline_table(results, task), ""]
     lines += ["**Findings against the literature**", "", *findings(results), ""]
     if diagnosed(results):
-        link = "[the ablation page](docs/results/ablation.md#where-it-fails)"
+        link = "[the headline page](docs/results/headline.md#where-it-fails)"
         lines += [f"Where each scheme fails past training, and why: {link}.", ""]
-    lines += ["![exact-match against length](docs/results/ablation/accuracy_vs_length.png)"]
+    lines += ["![exact-match against length](docs/results/headline/accuracy_vs_length.png)"]
     return "\n".join(lines)
 
 
@@ -238,13 +263,13 @@ def replace_between(text: str, begin: str, end: str, body: str) -> str:
 
 
 def render(readme: str, results: Path = RESULTS) -> str:
-    """``readme`` with the ablation's block (:func:`readme_block`) and the task table
+    """``readme`` with the headline's block (:func:`readme_block`) and the task table
     (:func:`task_table`) rewritten between their markers.
 
     Raises:
         ValueError: a part's markers are missing.
     """
-    readme = replace_between(readme, BEGIN, END, readme_block(results / "ablation"))
+    readme = replace_between(readme, BEGIN, END, readme_block(results / "headline"))
     return replace_between(readme, TASKS_BEGIN, TASKS_END, task_table())
 
 
@@ -301,7 +326,7 @@ def wanted_files(
             )
             files[path] = (path.read_text() if path.is_file() else "", text)
         current = readme.read_text()
-        text = made(readme, lambda: render(current, view), origin("ablation", results, copies))
+        text = made(readme, lambda: render(current, view), origin("headline", results, copies))
     return {readme: (current, text), **files}
 
 
@@ -320,6 +345,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("sweep_dir", nargs="?", help="a finished default ablation to copy first")
     for family in (
+        "headline",
         "suite",
         "suite-quick",
         "v2",
@@ -341,7 +367,8 @@ def main(argv: list[str]) -> int:
     parts from them, then copy the files and rewrite what changed (``--check``: only say what is
     stale). Exit 0, 1 (``--check``: stale) or 2 (an error, one line; nothing written)."""
     args = parse(argv)
-    folders = {"ablation": args.sweep_dir, "suite": args.suite, "suite-quick": args.suite_quick}
+    folders = {"ablation": args.sweep_dir, "headline": args.headline, "suite": args.suite}
+    folders |= {"suite-quick": args.suite_quick}
     folders |= {"v2": args.v2, "rope-scaling": args.rope_scaling, "lm": args.lm}
     folders |= {"passkey": args.passkey, "lm-extend": args.lm_extend}  # language modelling
     folders |= {"v3": args.v3, "v3-variants": args.v3_variants, "hybrids": args.hybrids}
