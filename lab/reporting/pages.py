@@ -158,12 +158,11 @@ FAMILIES = {
             "attention_vs_length.png",
         ),
         recorded=(
-            "RUNS the default ablation's six RoPE runs (configs/ablation.yaml: copy and svo, "
-            "seeds 0-2, 8000-step cap), trained first into that folder by the same command "
-            "without the two eval.position_options axes (16.0 min with 1 worker), then this "
-            "command: 0 trainings and 60 evaluations in 7.0 min with 1 worker (sweep.json); "
-            "both on a 2-core AMD EPYC (AVX2), torch 2.13.0+cpu, with other jobs sharing its "
-            "cores"
+            "RUNS the default ablation's six RoPE runs (`python sweep.py`: configs/ablation.yaml, "
+            "copy and svo, seeds 0-2, RoPE at the lr 3e-3 `sweep.py --select-lr` chose for it, "
+            "8000-step cap), copied from its folder, then this command: 0 trainings and 60 "
+            "evaluations in 2.6 min with 1 worker (sweep.json); on a 2-core AMD EPYC (AVX-512), "
+            "torch 2.13.0+cpu"
         ),
     ),
     "lm": Family(
