@@ -230,6 +230,26 @@ def test_resuming_a_run_that_trains_now_before_its_first_checkpoint_names_the_ho
         train(tiny_config(run_dir, *SHORT), resume=True)
 
 
+def test_a_sweeps_tensorboard_tree_or_a_link_is_no_output(
+    finished_run: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A sweep's _sweep/ tree (its comparison runs, rewritten by each re-run) is refused as an
+    output folder, and a --out file that is a symbolic link (dangling, or a loop) is refused
+    rather than replaced by a file."""
+    import bench
+
+    sweep_dir = tmp_path / "sweep"
+    (sweep_dir / "_sweep" / "mean").mkdir(parents=True)
+    (sweep_dir / "sweep.json").write_text("{}")
+    never_evaluate(monkeypatch)
+    assert eval_cli.main([str(finished_run), "--out", str(sweep_dir / "_sweep" / "mean")]) == 2
+    assert "a sweep's TensorBoard comparison runs" in one_error_line(capsys)
+    link = tmp_path / "dangling.json"
+    link.symlink_to(tmp_path / "nowhere.json")
+    assert bench.main(["--threads", "1", "--out", str(link)]) == 2
+    assert "is a symbolic link" in one_error_line(capsys) and link.is_symlink()
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))

@@ -191,6 +191,8 @@ def output_file(
     out = Path(name)
     if not name or out.is_dir():
         raise ValueError(f"{flag}={name!r} must name a file, not a folder")
+    if out.is_symlink():
+        raise ValueError(f"{flag}={name!r} is a symbolic link; give the file itself")
     if ours is not None and out.is_file() and not ours(out.read_bytes()):
         raise ValueError(
             f"{flag}={name!r} is a file this command did not write, which it would replace; "

@@ -24,6 +24,9 @@ EVAL_NAME = "eval.json"
 HEATMAP_NAME = "passkey.png"
 """A run's passkey heatmap, beside its ``eval.json`` (:mod:`lab.lm.passkey_figure`)."""
 SWEEP_JSON = "sweep.json"
+SWEEP_RUNS = "_sweep"
+"""A sweep's own TensorBoard runs (means over seeds, figures), below its ``out_dir``; each re-run
+of the sweep rewrites them."""
 """A sweep's (or study's) timing and provenance (:func:`lab.sweeps.summary.write_timing`)."""
 
 PNG = (b"\x89PNG\r\n\x1a\n", b"tEXtSoftware\x00Matplotlib")
@@ -122,6 +125,24 @@ def resolved(value: str | Path) -> Path | None:
         return None
 
 
+def events_problem(path: Path, flag: str) -> str | None:
+    """Why ``path`` (resolved) lies in TensorBoard folders a sweep rewrites: the ``-runs`` folder
+    its :data:`MARKER` claims, or its own :data:`SWEEP_RUNS` tree; None when it does not."""
+    claimed = claimed_above(path)
+    if claimed is not None:
+        return (
+            f"{flag} is inside {str(claimed)!r}, the folder of a sweep's runs' TensorBoard "
+            f"events (its {MARKER} file); give a folder outside it"
+        )
+    tree = next((p for p in (path, *path.parents) if p.name == SWEEP_RUNS), None)
+    if tree is not None and (tree.parent / SWEEP_JSON).is_file():
+        return (
+            f"{flag} is inside {str(tree)!r}, a sweep's TensorBoard comparison runs (each "
+            "re-run rewrites them); give a folder outside it"
+        )
+    return None
+
+
 def output_problem(value: str, key: str = "out_dir", same_as: str | None = None) -> str | None:
     """Why ``value`` cannot be the output folder ``key`` (one of :data:`OUTPUT_KINDS`), as one
     line naming ``key`` and the value, or None when it can: the one check every entry point
@@ -156,12 +177,9 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
         )
     if path.exists() and not path.is_dir():
         return f"{flag} is a file, not a folder; give a folder"
-    claimed = claimed_above(path)
-    if claimed is not None:
-        return (
-            f"{flag} is inside {str(claimed)!r}, the folder of a sweep's runs' TensorBoard "
-            f"events (its {MARKER} file); give a folder outside it"
-        )
+    events = events_problem(path, flag)
+    if events is not None:
+        return events
     if same_as is not None and path == resolved(same_as):
         return None
     run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)

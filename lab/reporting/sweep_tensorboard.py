@@ -36,6 +36,7 @@ from lab.common.checkpoint import saved_events_folder
 from lab.common.events.files import EventLog
 from lab.common.events.tags import LENGTH_CURVES
 from lab.common.files import safe_folder
+from lab.common.outputs import SWEEP_RUNS
 from lab.diagnostics.figures import attention_figure
 from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
@@ -47,8 +48,6 @@ from lab.training.run_logs import COMPARE_CHARTS
 
 Result = dict[str, Any]
 
-SWEEP_RUNS = "_sweep"
-"""Subfolder of the sweep's ``out_dir`` holding its own TensorBoard runs."""
 
 SUFFIX = ".sweep_report"
 """Suffix of the event files written here; a new report deletes only files with it."""

@@ -56,7 +56,7 @@ from lab.common.config import (
 )
 from lab.common.events.place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
-from lab.common.outputs import SWEEP_JSON, output_problem
+from lab.common.outputs import SWEEP_JSON, SWEEP_RUNS, output_problem
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
@@ -564,7 +564,6 @@ def prepare_out_dir(
     """
     from lab.common.runtime import resolve_device
     from lab.reporting.report import REPORT_NAMES
-    from lab.reporting.sweep_tensorboard import SWEEP_RUNS
 
     check_program(sweep.out_dir, program)
     events_root = os.path.abspath(runs_root(sweep.out_dir))
