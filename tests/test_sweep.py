@@ -278,7 +278,11 @@ def test_a_check_at_train_time_stops_before_anything_is_written(tmp_path):
 
     with pytest.raises(ConfigError, match="not this sweep's run"):
         train(tiny_config(tmp_path / "run"), check=refuse)
-    assert [p.name for p in (tmp_path / "run").iterdir()] == [".lock"]
+    assert not (tmp_path / "run").exists()  # the folder it created for the lock is removed
+    (tmp_path / "kept").mkdir()  # a folder that was there before stays, with only the lock
+    with pytest.raises(ConfigError, match="not this sweep's run"):
+        train(tiny_config(tmp_path / "kept"), check=refuse)
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == [".lock"]
 
 
 def test_overwrite_checks_the_device_before_deleting(finished, tmp_path, capsys):
