@@ -247,7 +247,8 @@ def duplicate_problem(data: list[dict[str, Any]]) -> str | None:
     for i, run in enumerate(data):
         where = ("run_dir", "log_dir")
         config = {k: v for k, v in run["config"].items() if k not in where}
-        key = json.dumps(config, sort_keys=True, default=str)
+        named = [run["position"], run["task"], run["seed"], config]
+        key = json.dumps(named, sort_keys=True, default=str)
         if key in seen:
             return (
                 f"items {seen[key]} and {i} are one run evaluated alike ({run['position']}, "
