@@ -123,10 +123,11 @@ def resolve_layout(
             f"model.layout and {given} are both given; give one (a layout entry can split "
             "heads, rope:2+none:2, and name none layers itself)"
         )
-    if not isinstance(nope_every, int) or not 0 <= nope_every <= n_layers:
+    if not isinstance(nope_every, int) or nope_every == 1 or not 0 <= nope_every <= n_layers:
         raise ValueError(
             f"model.nope_every={nope_every!r} is invalid; it must be 0 (off) or k in "
-            f"[1, model.n_layers={n_layers}] (every k-th layer without positions)"
+            f"[2, model.n_layers={n_layers}] (every k-th layer without positions; every layer "
+            "without them is model.position=none)"
         )
     if layout is not None:
         entries = str(layout).split(",")

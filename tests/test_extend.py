@@ -853,3 +853,19 @@ def test_arms_trained_at_other_lengths_are_never_paired(tmp_path):
     arms = groups(runs, "text")
     assert [len(a) for a in arms.values()] == [2, 2]  # the parent's, the from-scratch run's
     assert paired_rows(runs, "text") == []
+
+
+def test_a_child_on_another_held_out_split_is_refused(tmp_path):
+    """Another data.options.text.holdout_every would test the child on text its parent trained
+    on: refused in one line before the child's folder exists."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(b"the quick brown fox jumps over the lazy dog. " * 400)
+    text = ["data.task=text", f"data.options.text.path={corpus}", "data.train_min_length=16"]
+    text += ["data.train_max_length=16", "eval.lm_tokens=256", "eval.max_length_factor=2"]
+    tiny = [o for o in TINY if not o.startswith(("data.task", "eval.max_length"))]
+    train(load_config(None, [*tiny, *text, f"run_dir={tmp_path / 'p'}"]))
+    with pytest.raises(ConfigError, match="holdout_every cannot change when extending"):
+        child_config(
+            tmp_path / "p", ["data.options.text.holdout_every=5", f"run_dir={tmp_path / 'c'}"]
+        )
+    assert not (tmp_path / "c").exists()

@@ -515,6 +515,7 @@ def test_the_examples_build_their_hybrids(name):
         ("model.window=0", r"model.window: window=0 is invalid; it must be an integer in"),
         ("model.layout=rope@0,rope,none", r"window='0' is invalid"),
         ("model.nope_every=4", r"model.nope_every=4 is invalid"),
+        ("model.nope_every=1", r"model.nope_every=1 is invalid.*model.position=none"),
         ("model.layout=learned,none,none", r"learned adds its positions to the token embed"),
         ("model.heads=cope:2+none:2 model.causal=false", r"cope is causal only"),
         ("model.heads=pope:2+rope:2", r"pope makes its queries and keys wider than the head"),

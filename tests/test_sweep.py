@@ -676,15 +676,19 @@ def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time
 
 
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):
-    """A re-run whose runs were skipped or failed (a refused child) once replaced the training
-    pass's wall time with its own seconds; a pass that trained or evaluated writes anew."""
+    """A re-run that skipped every run once replaced the training pass's wall time with its own
+    seconds; it keeps it. A pass where a run failed writes its counts (its reports lack that
+    run, and publishing refuses them), and a pass that trained or evaluated writes anew."""
     from lab.sweeps.summary import write_timing
 
     first = [{"name": "a", "status": "trained"}, {"name": "b", "status": "trained"}]
     path = write_timing(first, tmp_path, 600.0, 2, command="python sweep.py")
     before = path.read_bytes()
-    idle = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "failed"}]
+    idle = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "skipped"}]
     assert write_timing(idle, tmp_path, 3.0, 2, command="python sweep.py").read_bytes() == before
+    failed = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "failed"}]
+    runs = json.loads(write_timing(failed, tmp_path, 3.0, 2).read_text())["runs"]
+    assert runs == {"skipped": 1, "failed": 1}
     again = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "evaluated"}]
     assert json.loads(write_timing(again, tmp_path, 5.0, 2).read_text())["seconds"] == 5.0
 

@@ -157,14 +157,14 @@ def write_timing(
     ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
     seconds, workers, runs by status, the machine, and ``"smoke": true`` for a smoke sweep.
 
-    A pass that trained and evaluated nothing (every run skipped, failed or stopped: a re-run
-    of a finished sweep) leaves the ``sweep.json`` already there as it is, when the project
-    wrote it (:func:`lab.common.outputs.is_ours`): its wall time stays the one of the pass that
-    trained.
+    A pass that skipped every run (a re-run of a finished sweep) leaves the ``sweep.json``
+    already there as it is, when the project wrote it (:func:`lab.common.outputs.is_ours`): its
+    wall time stays the one of the pass that trained. A pass where a run failed or was stopped
+    always writes its counts, so the reports it rewrote without that run are never published
+    as the whole sweep (:func:`lab.reporting.readme.check_complete`).
     """
     path = out_dir / SWEEP_JSON
-    worked = any(r["status"] in ("trained", "evaluated") for r in records)
-    if records and not worked and is_ours(path):
+    if records and all(r["status"] == "skipped" for r in records) and is_ours(path):
         return path
     info = machine_info()
     timing = {

@@ -77,6 +77,9 @@ ARCHITECTURE = (
 )
 """Settings a child must share with its parent: they shape the weights it starts from (the
 vocabulary follows ``data.task``)."""
+HELD_OUT = ("data.options.text.holdout_every",)
+"""Settings a child must share with its parent because they decide which text is held out: with
+another split the child would be tested on text its parent trained on."""
 
 SUFFIX = "-extended"
 """The child's default folder: the parent's path plus this suffix."""
@@ -162,13 +165,14 @@ def check_architecture(parent: Config, child: Config) -> None:
     vocab = child.data.build_task().vocab_size  # a saved config keeps the parent's vocab_size
     if vocab != parent.model.vocab_size:
         changed["model.vocab_size"] = (parent.model.vocab_size, vocab)
-    for key in ARCHITECTURE:
+    for key in (*ARCHITECTURE, *HELD_OUT):
         if key in changed:
             before, after = changed[key]
+            kept = "held-out text" if key in HELD_OUT else "weights"
             raise ConfigError(
                 f"{key} cannot change when extending a run (parent {before!r}, child "
-                f"{after!r}): the child starts from the parent's weights; change position "
-                "options, lengths and training settings only"
+                f"{after!r}): the child keeps the parent's {kept}; change position options, "
+                "lengths and training settings only"
             )
 
 
