@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from lab.common.config import ConfigError, EvalConfig, flat_keys
 from lab.common.files import check_not_folders, writable_folder
-from lab.common.outputs import LM_REPORT_NAMES, output_problem
+from lab.common.outputs import LM_REPORT_NAMES, REPORT_FILES, foreign_files, output_problem
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
 from lab.diagnostics.summary import run_line
@@ -152,13 +152,21 @@ def report_mode(path: Path, out: Path) -> bool:
     Raises:
         ConfigError: ``out`` holds an extend study's results (``python sweep.py
             --extend-study``), whose figures and tables are of another kind than these reports
-            and would be replaced (one line naming the folder and the way out).
+            and would be replaced, or a file of a report's name that the project did not write
+            (:func:`lab.common.outputs.foreign_files`; one line naming the folder and the way
+            out).
     """
     if recorded_program(out) == "extend-study":
         raise ConfigError(
             f"{str(out)!r} holds the results of `{PROGRAMS['extend-study']}`; eval.py's reports "
             f"would replace its figures and tables with ones of another kind: give --out DIR, "
             f"or run the study's command again to re-evaluate it"
+        )
+    foreign = foreign_files(out, REPORT_FILES)
+    if foreign:
+        raise ConfigError(
+            f"{str(out)!r} holds {', '.join(foreign)} that this project did not write; the "
+            "reports would replace them: give --out a folder of its own"
         )
     return recorded_smoke(path)
 

@@ -23,7 +23,7 @@ import torch
 from lab.common.files import writable_folder
 from lab.common.outputs import output_problem
 from lab.common.signals import run_program
-from lab.properties.report import write_report
+from lab.properties.report import check_replaceable, write_report
 from model.position import available_schemes
 
 STOPPED = (
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             raise ValueError(problem)
         writable_folder(args.out)
+        check_replaceable(args.out)
         paths = write_report(list(dict.fromkeys(args.position)), args.out, args.run)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -212,6 +212,21 @@ def test_cli_measures_a_trained_run_and_draws_its_attention(tmp_path, straight):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_out_holding_a_users_properties_md_is_refused_and_its_own_report_replaced(tmp_path, capsys):
+    """A user's properties.md (docs/properties.md is one) was replaced without a word; a report
+    properties.py wrote is replaced by the next."""
+    user = tmp_path / "notes"
+    user.mkdir()
+    (user / "properties.md").write_text("# My notes on schemes\n")
+    assert properties.main(["--position", "none", "--out", str(user)]) == 2
+    assert "holds properties.md that properties.py did not write" in one_error_line(capsys)
+    assert (user / "properties.md").read_text() == "# My notes on schemes\n"
+    ours = tmp_path / "report"
+    assert properties.main(["--position", "none", "--out", str(ours)]) == 0
+    assert properties.main(["--position", "none", "--out", str(ours)]) == 0
+    capsys.readouterr()
+
+
 def test_out_in_a_runs_or_a_sweeps_folder_is_refused(tmp_path, straight, capsys):
     """--out is checked as every output folder is: a run's folder (its report beside the run's
     files) or a sweep's is one line, nothing written."""

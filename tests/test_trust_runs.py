@@ -250,6 +250,21 @@ def test_a_sweeps_tensorboard_tree_or_a_link_is_no_output(
     assert "is a symbolic link" in one_error_line(capsys) and link.is_symlink()
 
 
+def test_eval_out_holding_a_users_report_is_refused_before_evaluating(
+    finished_run: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """eval.py --out DIR replaced a user's report.md or results.json of the same name; it is
+    refused in one line before any run is evaluated, the files untouched."""
+    never_evaluate(monkeypatch)
+    for name in ("report.md", "results.json", "results.csv"):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).write_text("mine\n")
+        assert eval_cli.main([str(finished_run), "--out", str(folder)]) == 2
+        assert f"holds {name} that this project did not write" in one_error_line(capsys)
+        assert (folder / name).read_text() == "mine\n"
+
+
 def test_another_runs_eval_json_is_never_taken_for_this_run(finished_run: Path, tmp_path) -> None:
     run_b = tmp_path / "b"
     train(tiny_config(run_b, *SHORT, "seed=1"))

@@ -11,7 +11,7 @@ is the one check of every output folder a command is given (``out_dir``, ``run_d
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from lab.common.events.place import MARKER, claimed_above
@@ -77,6 +77,13 @@ SWEEP_ENVELOPE = {"seconds": (int, float), "workers": int, "runs": dict, "machin
 EVAL_ENVELOPE = {"schema_version": int, "run_dir": str, "config": dict, "lengths": list}
 """Fields every ``eval.json`` the project wrote holds, of every schema version and both kinds
 (synthetic and language-model), -> their types."""
+
+
+def foreign_files(folder: str | Path, names: Iterable[str]) -> list[str]:
+    """The ``names`` that are files in ``folder`` the project did not write (:func:`is_ours`):
+    a command that writes files of those names there would replace a user's."""
+    folder = Path(folder)
+    return [n for n in names if (folder / n).exists() and not is_ours(folder / n)]
 
 
 def is_ours(path: str | Path) -> bool:

@@ -159,6 +159,29 @@ def measured_rows(
     return [*rows, row], (config, model), notes
 
 
+WRITTEN = {"properties.md": b"# Position scheme properties (", "properties.json": b'{\n "criteria"'}
+"""The report's own files -> how they begin when this report wrote them."""
+
+
+def check_replaceable(out: str | Path) -> None:
+    """Refuse an ``out`` holding a :data:`WRITTEN` file that this report did not write (a
+    user's ``properties.md``, e.g. ``docs/properties.md``), before anything is measured.
+
+    Raises:
+        ValueError: one line naming the folder and the files.
+    """
+    foreign = []
+    for name, start in WRITTEN.items():
+        path = Path(out) / name
+        if path.is_symlink() or (path.exists() and not path.read_bytes().startswith(start)):
+            foreign.append(name)
+    if foreign:
+        raise ValueError(
+            f"--out {str(out)!r} holds {', '.join(foreign)} that properties.py did not write; "
+            "the report would replace them: give --out a folder of its own"
+        )
+
+
 def write_tables(
     out: Path, rows: list[Properties], demo: dict[str, Any], notes: list[str]
 ) -> dict[str, Path]:
