@@ -579,6 +579,23 @@ def test_a_rule_label_that_is_no_folder_name_is_refused_before_training(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("factor", ["3", "6", "1", "true", "2.0"])
+def test_a_factor_off_the_parents_evaluation_grid_is_refused(tmp_path, factor):
+    """Parents are evaluated at train_max_length * 2**k: a factor of 3 trained every arm and
+    measured nothing the report compares, exit 0."""
+    (tmp_path / "study.yaml").write_text(STUDY.replace("factor: 2", f"factor: {factor}"))
+    with pytest.raises(ConfigError, match=f"factor={factor.capitalize()} is invalid; it must be a power"):
+        read_study(tmp_path / "study.yaml")
+
+
+def test_parents_evaluated_short_of_the_childrens_length_are_refused_by_the_given_value(tmp_path):
+    (tmp_path / "study.yaml").write_text(STUDY.replace("factor: 2", "factor: 4"))
+    raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match=r"^eval.max_length_factor=2 is below factor=4: .* >= 4$"):
+        plan(raw)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_study_out_dir_inside_a_run_is_refused(parent, tmp_path):
     (tmp_path / "study.yaml").write_text(STUDY)
     raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={parent / 'evaluations' / 's'}"])

@@ -451,12 +451,35 @@ def test_runs_of_two_corpora_are_never_paired_nor_pooled() -> None:
     text = lm_markdown(runs)
     assert "## text on corpus abababababab: perplexity at multiples" in text
     assert "## text on corpus cdcdcdcdcdcd: perplexity at multiples" in text
-    assert text.count("The text runs scored 2 corpora (another sha256") == 2
+    assert text.count("The text runs fall into 2 parts (another corpus") == 2
     assert "alibi vs rope" not in text and "rope vs alibi" not in text
-    assert text.count("No two schemes share a seed.") == 2
+    assert text.count("One scheme only: no pair to test.") == 2
     same = lm_markdown(sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]}))
-    assert "## text: perplexity at multiples" in same and "corpora" not in same
+    assert "## text: perplexity at multiples" in same and "parts" not in same
     assert "alibi vs rope" in same or "rope vs alibi" in same
+
+
+@pytest.mark.parametrize("change", ["length", "split"])
+def test_runs_of_two_training_lengths_or_splits_are_reported_apart(change) -> None:
+    """A parent trained at 16 tokens beside a child trained at 32 sat in one table titled
+    '32 tokens' (its 1x was 16); two held-out splits of one corpus file scored other text under
+    one 'same held-out tokens' line. Each now is a part of its own, titled by what differs."""
+    runs = sweep({"rope": TEXTBOOK["rope"], "alibi": TEXTBOOK["alibi"]})
+    heldout = runs[0]["corpus"]["heldout_tokens"]  # every run's, before the change
+    for run in runs:
+        if run["position"] == "alibi" and change == "length":
+            run["train_lengths"] = [32, 32]
+        elif run["position"] == "alibi":
+            run["corpus"] = dict(run["corpus"], heldout_tokens=run["corpus"]["heldout_tokens"] * 2)
+    text = lm_markdown(runs)
+    titles = (
+        ["## text, trained at 16 tokens: perplexity", "## text, trained at 32 tokens: perplexity"]
+        if change == "length"
+        else [f"## text, {heldout:,} held-out tokens:", f"## text, {2 * heldout:,} held-out"]
+    )
+    assert all(title in text for title in titles), text[:2000]
+    assert "alibi vs rope" not in text and "rope vs alibi" not in text
+    assert text.count("The text runs fall into 2 parts") == 2
 
 
 def test_the_figures_draw_runs_of_two_corpora_in_panels_of_their_own() -> None:

@@ -183,14 +183,30 @@ def one_length(runs_a: list[Result], runs_b: list[Result]) -> bool:
 
 
 def corpus_parts(results: list[Result], task: str) -> list[tuple[str, list[Result]]]:
-    """The runs of ``task`` split by the corpus they scored (``corpus.sha256``), as ``(title,
-    runs)``: the task's name alone when they share one corpus, else ``"TASK on corpus
-    SHA12"`` per corpus. Runs of two corpora scored other held-out windows: a report pools and
-    pairs only runs of one part."""
-    parts: dict[str | None, list[Result]] = {}
+    """The runs of ``task`` split by what they were scored on and trained at, as ``(title,
+    runs)``: the corpus (``corpus.sha256``), its held-out split (``corpus.heldout_tokens``)
+    and the training length (``train_lengths``). The title is the task's name alone when they
+    share all three, else the task with what tells its part apart (``"text on corpus SHA12"``,
+    ``"text, 18,408 held-out tokens"``, ``"text, trained at 32 tokens"``). Runs of two parts
+    scored other held-out windows or other lengths: a report pools and pairs only runs of one.
+    """
+    parts: dict[tuple, list[Result]] = {}
     for r in results:
         if r["task"] == task:
-            parts.setdefault((r.get("corpus") or {}).get("sha256"), []).append(r)
+            corpus = r.get("corpus") or {}
+            key = (corpus.get("sha256"), corpus.get("heldout_tokens"), r["train_lengths"][1])
+            parts.setdefault(key, []).append(r)
     if len(parts) == 1:
         return [(task, next(iter(parts.values())))]
-    return [(f"{task} on corpus {(sha or 'none')[:12]}", runs) for sha, runs in parts.items()]
+    varies = [len({key[i] for key in parts}) > 1 for i in range(3)]
+    return [(part_title(task, key, varies), runs) for key, runs in parts.items()]
+
+
+def part_title(task: str, key: tuple, varies: list[bool]) -> str:
+    """``"TASK on corpus SHA12, N held-out tokens, trained at L tokens"``, naming only the
+    parts of ``key`` (sha256, held-out tokens, training length) that ``varies`` marks."""
+    sha, heldout, length = key
+    title = f"{task} on corpus {(sha or 'none')[:12]}" if varies[0] else task
+    if varies[1]:
+        title += f", {heldout:,} held-out tokens" if heldout is not None else ", no held-out split"
+    return title + (f", trained at {length} tokens" if varies[2] else "")

@@ -100,8 +100,12 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
                 ) from None
         else:
             raw["base"].append(item)
-    if not isinstance(raw.get("factor", 4), int) or raw.get("factor", 4) < 2:
-        raise ConfigError(f"factor={raw.get('factor')!r} is invalid; it must be an integer >= 2")
+    factor = raw.get("factor", 4)
+    if not _is_int(factor) or factor < 2 or factor & (factor - 1):
+        raise ConfigError(
+            f"factor={factor!r} is invalid; it must be a power of two >= 2 (2, 4, 8, ...): "
+            "parents are evaluated at train_max_length * 2**k, the children's length among them"
+        )
     seeds = raw.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds):
         raise ConfigError(f"seeds={seeds!r} is invalid; give a list of integer seeds, e.g. [0, 1]")
@@ -165,6 +169,12 @@ def plan(raw: dict[str, Any]) -> Study:
         base = [*raw["base"], f"seed={seed}"]
         parent = load_config(None, base)
         low, high = parent.data.train_min_length, parent.data.train_max_length
+        if parent.eval.max_length_factor < factor:
+            raise ConfigError(
+                f"eval.max_length_factor={parent.eval.max_length_factor:g} is below "
+                f"factor={factor}: parents must be evaluated at the children's length; give "
+                f"eval.max_length_factor >= {factor}"
+            )
         longer = [f"data.train_min_length={factor * low}", f"data.train_max_length={factor * high}"]
         longer.append(f"eval.max_length_factor={parent.eval.max_length_factor / factor:g}")
         spec = RunSpec(f"parent-seed{seed}", [*base, f"run_dir={out_dir}/parent-seed{seed}"])

@@ -142,7 +142,11 @@ PAIRED_HEADERS += ["per-checkpoint Wilcoxon p per seed"]
 def paired_table(results: list[Result], task: str) -> str:
     """The paired tests of :func:`paired_rows` as a Markdown table (a line when there are none)."""
     rows = paired_rows(results, task)
-    return format_table(PAIRED_HEADERS, rows) if rows else "No two schemes share a seed."
+    if rows:
+        return format_table(PAIRED_HEADERS, rows)
+    if len(groups(results, task)) < 2:
+        return "One scheme only: no pair to test."
+    return "No two schemes share a seed."
 
 
 def lm_summary_table(results: list[Result], out_dir: str | Path | None = None) -> str:
@@ -198,10 +202,12 @@ EXPLAINED = (
 
 
 def apart_line(task: str, count: int) -> str:
-    """The line that opens each part of a task whose runs scored ``count`` corpora."""
+    """The line that opens each part of a task whose runs fall into ``count`` parts
+    (:func:`lab.lm.aggregate.corpus_parts`)."""
     return (
-        f"The {task} runs scored {count} corpora (another sha256: other held-out windows), so "
-        "each corpus is reported apart: no run is pooled or paired with a run of another."
+        f"The {task} runs fall into {count} parts (another corpus or held-out split: other "
+        "held-out windows; another training length: other lengths), so each part is reported "
+        "apart: no run is pooled or paired with a run of another."
     )
 
 
@@ -209,7 +215,7 @@ def task_section(
     results: list[Result], task: str, smoke: bool = False, title: str | None = None
 ) -> list[str]:
     """The lines of one task (headed ``title``, default the task; ``results``: the runs of
-    one corpus, :func:`lab.lm.aggregate.corpus_parts`): perplexity table, ratio table, paired
+    one part, :func:`lab.lm.aggregate.corpus_parts`): perplexity table, ratio table, paired
     tests and findings (for a ``smoke`` sweep the tables alone)."""
     runs = [r for r in results if r["task"] == task]
     train = max(r["train_lengths"][1] for r in runs)
