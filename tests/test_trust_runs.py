@@ -41,6 +41,7 @@ import train as train_cli
 from lab.common.checkpoint import checkpoint_path, load_checkpoint
 from lab.common.config import save_config
 from lab.common.files import safe_folder
+from lab.common.outputs import run_below
 from lab.evaluation.evaluate import evaluate_run, load_evaluation
 from lab.sweeps.sweep import RunSpec, changed_settings, expand, load_sweep
 from lab.training.resume import resume_config
@@ -187,6 +188,30 @@ def test_every_entry_point_refuses_the_same_output_folders(
     assert files_of(sweep_dir) == before and files_of(finished_run) == run_before
     assert eval_cli.main([str(sweep_dir), "--out", str(sweep_dir)]) == 2  # PATH itself: allowed
     assert "no checkpoint.pt in" in one_error_line(capsys)  # refused later: no run under it
+
+
+def test_a_run_dir_holding_another_run_below_it_is_refused(
+    finished_run: Path, tmp_path: Path, capsys
+) -> None:
+    """A run trained into a folder that holds runs below it (``run_dir=runs``) shared its
+    folder with theirs, and its ``--overwrite`` deleted files of theirs; it is refused in one
+    line naming the run below, for train.py and an extend child alike. The search is bounded
+    (three levels, symbolic links not followed)."""
+    holder = finished_run.parent
+    before = files_of(finished_run)
+    code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={holder}")
+    assert code == 2
+    assert f"run_dir='{holder}' holds the run '{finished_run}' below it" in err
+    deep = tmp_path / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "checkpoint.pt").write_bytes(b"")
+    assert run_below(tmp_path / "a") == deep and run_below(tmp_path) is None  # 4 levels down
+    (tmp_path / "link").mkdir()
+    (tmp_path / "link" / "to").symlink_to(finished_run)
+    assert run_below(tmp_path / "link") is None
+    assert train_cli.main(["--extend", str(finished_run), f"run_dir={tmp_path / 'a'}"]) == 2
+    assert f"holds the run '{deep}' below it" in one_error_line(capsys)
+    assert files_of(finished_run) == before
 
 
 def test_a_symlink_loop_as_any_output_folder_or_corpus_is_one_line(

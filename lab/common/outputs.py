@@ -11,6 +11,7 @@ is the one check of every output folder a command is given (``out_dir``, ``run_d
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -159,7 +160,8 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     ``~`` (never expanded: it would make a folder named ``~``), the filesystem root, a
     path that exists but is not a folder, and a folder inside another run's folder (one of its
     parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
-    ``sweep.json``; its runs go below it); for ``out_dir`` and ``--out``, a run's folder itself;
+    ``sweep.json``; its runs go below it) and a folder holding another run below it
+    (:func:`run_below`); for ``out_dir`` and ``--out``, a run's folder itself;
     for ``out_dir``, ``.`` or ``..`` (the ``-runs`` folder beside it is named after its last
     part); for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
     folder ``same_as`` (``eval.py PATH --out PATH`` writes where ``eval.py PATH`` does).
@@ -195,6 +197,12 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
             f"{flag} is inside the folder of the run {str(run)!r}, whose files it could "
             "replace; give a folder outside every run's"
         )
+    below = run_below(path) if key == "run_dir" else None
+    if below is not None:
+        return (
+            f"{flag} holds the run {str(below)!r} below it, whose files a run here could "
+            "replace (--overwrite); give a folder of its own"
+        )
     if key != "run_dir" and (path / CHECKPOINT_NAME).is_file():
         return f"{flag} holds another run ({CHECKPOINT_NAME}); give a folder of its own"
     if key != "out_dir" and (path / SWEEP_JSON).is_file():
@@ -202,6 +210,38 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
             f"{flag} is a sweep's folder ({SWEEP_JSON}), whose reports it would replace; give "
             "a folder of its own"
         )
+    return None
+
+
+RUN_SEARCH_DEPTH = 3
+"""How many folder levels below a ``run_dir`` :func:`run_below` looks for another run: a sweep's
+runs lie one level below its ``out_dir``, a run's evaluations two."""
+RUN_SEARCH_FOLDERS = 10_000
+"""How many folders :func:`run_below` opens at most, so a ``run_dir`` given as a home folder
+is checked in bounded time."""
+
+
+def run_below(path: Path) -> Path | None:
+    """A run folder (one holding ``checkpoint.pt``) up to :data:`RUN_SEARCH_DEPTH` levels below
+    ``path``, symbolic links not followed, at most :data:`RUN_SEARCH_FOLDERS` folders opened;
+    None when there is none (or ``path`` is no folder). Folders that cannot be read are passed
+    over."""
+    level, opened = [path], 0
+    for _ in range(RUN_SEARCH_DEPTH):
+        below = []
+        for folder in level:
+            if opened >= RUN_SEARCH_FOLDERS:
+                return None
+            opened += 1
+            try:
+                entries = [e for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            for entry in entries:
+                if os.path.isfile(os.path.join(entry.path, CHECKPOINT_NAME)):
+                    return Path(entry.path)
+                below.append(Path(entry.path))
+        level = below
     return None
 
 
