@@ -230,6 +230,13 @@ def test_a_symlink_loop_as_any_output_folder_or_corpus_is_one_line(
     assert f"out_dir='{loop}' is a symlink loop" in one_error_line(capsys)
     assert eval_cli.main([str(finished_run), "--out", str(loop)]) == 2
     assert f"--out '{loop}' is a symlink loop" in one_error_line(capsys)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    dangling = tmp_path / "dangling"
+    code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={dangling}")
+    assert code == 2 and f"run_dir='{dangling}' is a symbolic link to" in err  # was: Errno 17
+    assert sweep_cli.main(["--config", QUICK, f"out_dir={dangling}", *SWEEP_TINY]) == 2
+    assert "which does not exist" in one_error_line(capsys)
+    before = files_of(tmp_path)
     corpus = ["data.task=text", f"data.options.text.path={loop}", f"run_dir={tmp_path / 'r'}"]
     code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, *corpus)
     assert code == 2 and f"data.options.text.path='{loop}' does not exist" in err

@@ -157,7 +157,8 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     applies to the folder it writes into.
 
     Refused for every kind: an empty value (an unset shell variable), a value starting with
-    ``~`` (never expanded: it would make a folder named ``~``), the filesystem root, a
+    ``~`` (never expanded: it would make a folder named ``~``), a symlink loop or a link to
+    nothing (a dangling link), the filesystem root, a
     path that exists but is not a folder, and a folder inside another run's folder (one of its
     parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
     ``sweep.json``; its runs go below it) and a folder holding another run below it
@@ -177,6 +178,11 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     path = resolved(value)
     if path is None:
         return f"{flag} is a symlink loop (its links point at each other); give a real folder"
+    if Path(value).expanduser().is_symlink() and not path.exists():
+        return (
+            f"{flag} is a symbolic link to {str(path)!r}, which does not exist; give a real "
+            "folder (or create the link's target)"
+        )
     if path == Path(path.anchor):
         return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
     if key == "out_dir" and Path(value).name in ("", ".", ".."):
