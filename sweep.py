@@ -56,8 +56,8 @@ PROGRAMS: Programs = {
     ),
     "--compare": (
         "lab.reporting.reproducibility",
-        "A.json B.json [--labels A B] [--out PAGE.md]: compare two machines' results.json of "
-        "one sweep, run by run (--compare --help)",
+        "A.json B.json [--labels A B] [--kind machine|setting] [--out PAGE.md]: compare two "
+        "machines' (or settings') results.json of one sweep, run by run (--compare --help)",
     ),
 }
 """Flags that run another program: given first, the rest of the command line goes to that

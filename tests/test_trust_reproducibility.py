@@ -197,3 +197,13 @@ def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --out=") and "does not exist" in err and "\n" not in err
     assert not missing.parent.exists()
+
+
+def test_a_comparison_of_two_settings_speaks_of_settings_not_machines(sweeps) -> None:
+    """``--kind setting`` compares one sweep under two values of a rule (early stopping, say)
+    with the same seed-level procedure; the page names what differs, never a machine."""
+    page = markdown(compare_sweeps(*sweeps), "met once", "held", "note", kind="setting")
+    assert page.startswith("# The same sweep under two settings: met once (A) and held (B)\n")
+    assert "the setting's effect B - A paired by seed" in page
+    assert "## Cells not shown to be the same on both settings" in page
+    assert "machine" not in page

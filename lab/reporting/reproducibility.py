@@ -1,6 +1,7 @@
-"""Two results of the same sweep made on different machines, compared: which runs are
-bit-identical, how far each cell moved (the machine's effect paired by seed, with its interval
-over seeds), and which seed-level significance claims and findings hold on both machines.
+"""Two results of the same sweep made on different machines (or under two settings of one
+rule), compared: which runs are bit-identical, how far each cell moved (the machine's or the
+setting's effect paired by seed, with its interval over seeds), and which seed-level
+significance claims and findings hold on both.
 
 Floating-point kernels round differently on different CPUs (MKL and ATen dispatch by
 processor), so a seeded run is bit-identical only on the same CPU model, torch build and
@@ -9,6 +10,7 @@ reseed, and this module asks, per cell, whether the two machines are shown to ag
 margin, shown to differ, or cannot be told apart at the seeds run. Usage::
 
     python sweep.py --compare A/results.json B/results.json --labels "AMD" "Intel" [--out F]
+    python sweep.py --compare A.json B.json --kind setting --labels "met once" "held" [--out F]
 """
 
 from __future__ import annotations
@@ -133,12 +135,24 @@ def _names(keys: set[tuple[str, str, int]]) -> str:
     return f"{len(names)} ({', '.join(names[:4])}{more})" if names else "0"
 
 
-def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str = "") -> str:
-    """The comparison as a Markdown page; ``note`` (how both sweeps were made) under the title.
+KINDS = {
+    "machine": ("# The same sweep on two machines: ", "the machine's effect", "machines"),
+    "setting": ("# The same sweep under two settings: ", "the setting's effect", "settings"),
+}
+"""What two compared sweeps differ in -> the page's title, what ``B - A`` measures, and what
+"both" are (:func:`markdown`)."""
+
+
+def markdown(
+    comparison_: dict[str, Any], label_a: str, label_b: str, note: str = "", kind: str = "machine"
+) -> str:
+    """The comparison as a Markdown page; ``note`` (how both sweeps were made) under the title;
+    ``kind`` (:data:`KINDS`) names what the two sweeps differ in.
 
     Raises:
         ValueError: no cell to compare (no run learned in both sweeps).
     """
+    title, effect, both = KINDS[kind]
     c, cells = comparison_, comparison_["cells"]
     if not cells:
         raise ValueError(
@@ -149,20 +163,20 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
     worst = max(cells, key=lambda row: abs(row["shift"]))
     shifts = sorted(abs(row["shift"]) for row in cells)
     lines = [
-        f"{TITLE}{label_a} (A) and {label_b} (B)",
+        f"{title}{label_a} (A) and {label_b} (B)",
         "",
         *([note, ""] if note else []),
         f"- Bit-identical runs (same steps, same answer on every sequence): "
         f"**{c['identical']} of {c['runs']}**.",
-        f"- Cells (task, scheme, in distribution and {', '.join(HEADLINE)}), the machine's "
-        f"effect B - A paired by seed with its 95% t-interval: the same within "
+        f"- Cells (task, scheme, in distribution and {', '.join(HEADLINE)}), {effect} "
+        f"B - A paired by seed with its 95% t-interval: the same within "
         f"+-{100 * SAME_WITHIN:.0f} points (interval inside) **{counts['agrees']}**, different "
         f"(interval wholly outside) **{counts['disagrees']}**, inconclusive (interval too wide "
         f"at these seeds) **{counts['inconclusive']}**, of {len(cells)}; median shift "
         f"{100 * shifts[len(shifts) // 2]:.1f} points, largest {worst['task']} "
         f"{worst['scheme']} at {worst['where']}: {100 * worst['mean_a']:.1f}% -> "
         f"{100 * worst['mean_b']:.1f}% ({_span(worst)}).",
-        f"- Significance claims (seed level, Holm) on both machines: {len(c['claims_both'])}; "
+        f"- Significance claims (seed level, Holm) on both {both}: {len(c['claims_both'])}; "
         f"on A only: {len(c['claims_a_only'])}; on B only: {len(c['claims_b_only'])}.",
         "",
         "## Findings against the literature",
@@ -172,12 +186,12 @@ def markdown(comparison_: dict[str, Any], label_a: str, label_b: str, note: str 
     ]
     for name, (x, y) in c["verdicts"].items():
         lines.append(f"| {name} | {x} | {y} | {'yes' if x == y else '**no**'} |")
-    lines += ["", "## Significance claims that hold on one machine only", ""]
+    lines += ["", f"## Significance claims that hold on one {both[:-1]} only", ""]
     lines += [f"- {claim} (A only)" for claim in c["claims_a_only"]]
     lines += [f"- {claim} (B only)" for claim in c["claims_b_only"]]
     if not c["claims_a_only"] and not c["claims_b_only"]:
         lines.append("None.")
-    lines += ["", "## Cells not shown to be the same on both machines", ""]
+    lines += ["", f"## Cells not shown to be the same on both {both}", ""]
     lines += ["| task | scheme | where | A | B | B - A [95% t] | seeds | verdict |"]
     lines += ["|---|---|---|---|---|---|---|---|"]
     for row in cells:
@@ -199,7 +213,7 @@ def _span(row: dict[str, Any]) -> str:
     return f"{100 * row['shift']:+.1f} [{100 * row['low']:+.1f}, {100 * row['high']:+.1f}] points"
 
 
-TITLE = "# The same sweep on two machines: "
+TITLES = tuple(title.encode() for title, _, _ in KINDS.values())
 """How a comparison page begins: ``--out`` replaces only a file that begins so."""
 
 
@@ -256,7 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python sweep.py --compare", description=__doc__.splitlines()[0]
     )
     parser.add_argument("results", nargs=2, type=Path, help="two results.json files")
-    parser.add_argument("--labels", nargs=2, default=["A", "B"], help="the two machines' names")
+    parser.add_argument("--labels", nargs=2, default=["A", "B"], help="the two sweeps' names")
+    parser.add_argument(
+        "--kind", choices=tuple(KINDS), default="machine",
+        help="what the two sweeps differ in: the machine (default) or a setting",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, help="write the Markdown page here")
     parser.add_argument("--note", default="", help="how both sweeps were made (under the title)")
     args = parser.parse_args(argv)
@@ -267,13 +285,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"--out {args.out / 'cross_machine.md'}"
             )
         if args.out is not None:  # checked before the work: a file in an existing folder
-            output_file_in_place(str(args.out), ours=lambda text: text.startswith(TITLE.encode()))
+            output_file_in_place(str(args.out), ours=lambda text: text.startswith(TITLES))
         a, b = (read_results(p) for p in args.results)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        page = markdown(compare_sweeps(a, b), *args.labels, args.note)
+        page = markdown(compare_sweeps(a, b), *args.labels, args.note, args.kind)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         a_path, b_path = args.results
         why = f"a result lacks the field {error}" if isinstance(error, KeyError) else str(error)
