@@ -77,6 +77,9 @@ SHARED_CORES = (
 )
 """The note of a page whose sweep ran beside other work."""
 
+EARLY_STOPPING = "early-stopping.md"
+"""The page beside the ablation's that compares its early-stopping rule with stopping at the
+first check that meets the target (``sweep.py --compare --kind setting``)."""
 SWEEP_COPIES = {**SWEEP_FILES, "sweep.json": "sweep.json"} | {name: name for name in FIGURES}
 """A sweep's report, results, timing and figures, under their own names."""
 HEADLINE = "python sweep.py seed=0,1,2,3,4,5 out_dir=runs/headline"
@@ -510,6 +513,31 @@ def steps_line(results: list[Result]) -> str:
     )
 
 
+def design_line(results: list[Result]) -> str:
+    """``'Design: batch 32; a run stops once its validation exact-match reaches 99% at every
+    training length at 3 consecutive checks (every 100 steps), or at the 8000-step cap.'``,
+    from the runs' configs (several values are listed, ``'batch 32 or 64'``), with why the
+    target is held when it is (at more than one check)."""
+    train = [r["config"]["train"] for r in results]
+
+    def values(key: str) -> str:
+        return " or ".join(f"{v:g}" for v in sorted({t[key] for t in train}))
+
+    if any(t["target_accuracy"] is None for t in train):
+        return f"Design: batch {values('batch_size')}; no accuracy target: runs train to the cap."
+    held = values("target_checks")
+    line = (
+        f"Design: batch {values('batch_size')}; a run stops once its validation exact-match "
+        f"reaches {100 * max(t['target_accuracy'] for t in train):g}% at every training length "
+        f"at {'one check' if held == '1' else held + ' consecutive checks'} (every "
+        f"{values('eval_every')} steps), or at the "
+        f"{values('steps')}-step cap"
+    )
+    if held != "1":
+        line += " (held over several checks, so that no run is caught at the edge of learning)"
+    return line + "."
+
+
 def files_line(folder: str, names: list[str]) -> str:
     """``'Files: [results.json](ablation/results.json), ...'``"""
     return "Files: " + ", ".join(f"[{n}]({folder}/{n})" for n in names) + "."
@@ -523,8 +551,10 @@ def ablation_page(folder: Path, publish: str, name: str = "ablation") -> str:
     family = FAMILIES[name]
     results, sweep = read_json(folder, "results.json"), read_json(folder, "sweep.json")
     lines = [*header(family, publish), provenance(results, sweep, family)]
-    lines += [*filter(None, [noted(family, sweep)]), steps_line(results), ""]
-    lines += answer(results, lambda title: [f"## {title}", ""])
+    lines += [*filter(None, [noted(family, sweep)]), steps_line(results), design_line(results)]
+    if (folder.parent / EARLY_STOPPING).is_file():
+        lines.append(f"Its effect on the figures: [early stopping]({EARLY_STOPPING}).")
+    lines += ["", *answer(results, lambda title: [f"## {title}", ""])]
     lines += [EXPLANATION, ""]
     lines += [f"![exact-match against length]({name}/accuracy_vs_length.png)", ""]
     lines += diagnostics_section(results, f"{name}/{ATTENTION_FIGURE}")
