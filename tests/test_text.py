@@ -18,6 +18,7 @@ from lab.common.checkpoint import load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.evaluation.evaluate import evaluate_run
 from lab.lm.perplexity import lm_lengths
+from lab.sweeps.sweep import RunSpec, changed_settings, check_unchanged
 from lab.training.resume import resume_config
 from lab.training.trainer import train
 
@@ -217,6 +218,25 @@ def test_a_run_records_its_corpus_and_resume_refuses_another(tmp_path: Path) -> 
     path.write_bytes(PATTERN * 1200)  # the same bytes again: it resumes
     load_corpus.cache_clear()
     assert train(resume_config(run_dir, ["train.steps=4"]), resume=True).step == 4
+
+
+def test_a_sweep_never_skips_a_run_trained_on_a_corpus_that_changed(tmp_path: Path) -> None:
+    """A sweep (or extend study) re-run after a corpus file changed skipped its runs at exit 0
+    and rewrote its reports from the old corpus's runs, where eval.py refuses them: the corpus
+    is now a setting the skip check compares, so the re-run is refused before anything runs,
+    and --overwrite retrains (prepare_out_dir, check_unchanged)."""
+    path = pattern_file(tmp_path)
+    overrides = tiny_lm(tmp_path / "run", path, "train.steps=2")
+    train(load_config(None, overrides))
+    spec = RunSpec("run", overrides)
+    old = load_corpus(str(path)).sha256
+    assert changed_settings(spec) == []
+    path.write_bytes(PATTERN * 1100)
+    load_corpus.cache_clear()
+    new = load_corpus(str(path)).sha256
+    assert changed_settings(spec) == [f"corpus.sha256: {old[:12]} -> {new[:12]} ({path})"]
+    with pytest.raises(ConfigError, match=r"holds a run trained with other settings .*corpus"):
+        check_unchanged(spec)
 
 
 @pytest.mark.parametrize(

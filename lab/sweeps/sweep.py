@@ -417,7 +417,8 @@ RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "log_dir", "train.pro
 
 
 def changed_settings(spec: RunSpec) -> list[str]:
-    """What differs between the run saved in ``spec``'s folder and what ``spec`` asks for.
+    """What differs between the run saved in ``spec``'s folder and what ``spec`` asks for: its
+    settings, and for a language-model run the corpus it reads (:func:`corpus_change`).
 
     ``eval.*``, :data:`RUNTIME_KEYS` and the options of tasks other than the run's are ignored:
     a changed evaluation re-evaluates the run, and where it runs, or another task's options,
@@ -435,15 +436,31 @@ def changed_settings(spec: RunSpec) -> list[str]:
     config = load_config(None, spec.overrides)
     if not checkpoint_path(config.run_dir).is_file():
         return []
-    saved = config_from_dict(load_checkpoint(config.run_dir)["config"])
+    state = load_checkpoint(config.run_dir)
+    saved = config_from_dict(state["config"])
     before, after = _flat(json.loads(run_identity(saved))), _flat(json.loads(run_identity(config)))
-    return [
+    changed = [
         f"{key}: {before.get(key)} -> {after.get(key)}"
         for key in sorted(before.keys() | after.keys())
         if before.get(key) != after.get(key)
         and not key.startswith("eval.")
         and key not in RUNTIME_KEYS
     ]
+    return changed + corpus_change(config, state)
+
+
+def corpus_change(config: Config, state: dict[str, Any]) -> list[str]:
+    """``["corpus.sha256: OLD12 -> NEW12 (SOURCE)"]`` when the language-model run saved in
+    ``state`` was trained on another corpus than ``config``'s reads now (a file of it changed,
+    another Python's standard library), else ``[]``: the same path is another run's data then,
+    as :func:`lab.training.resume.check_corpus` holds for ``--resume`` and ``eval.py``."""
+    saved = (state.get("corpus") or {}).get("sha256")
+    if saved is None:
+        return []
+    task = config.data.build_task()
+    if not task.language_model or task.corpus.sha256 == saved:
+        return []
+    return [f"corpus.sha256: {saved[:12]} -> {task.corpus.sha256[:12]} ({task.corpus.source})"]
 
 
 def check_unchanged(spec: RunSpec) -> None:
