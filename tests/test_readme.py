@@ -329,6 +329,27 @@ def test_a_sweep_with_failed_or_interrupted_runs_is_no_result_page(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("edit", ["dropped", "refiled"])
+def test_a_results_file_that_is_not_the_sweeps_runs_is_no_result_page(
+    tmp_path: Path, monkeypatch, capsys, edit
+) -> None:
+    """A results.json with a run dropped by hand (29 of the 30 sweep.json counts) was published
+    at exit 0 beside a report.md and results.csv that still held the run; two records given one
+    run folder with other seeds were too. Both are one line now, nothing written."""
+    sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    records = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    if edit == "dropped":
+        records, message = records[:-1], "holds 29 run(s), but sweep.json beside it counts 30"
+    else:
+        records[1]["run_dir"], message = records[0]["run_dir"], "gives one run folder two seeds"
+    partial = bad_sweep(tmp_path, "results.json", json.dumps(records))
+    assert readme.main([str(partial)]) == 2
+    error = one_error_line(capsys)
+    assert message in error, error
+    assert snapshot(tmp_path) == before
+
+
 def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -345,6 +366,12 @@ def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     assert snapshot(tmp_path) == before
 
 
+def counted(sweep: Path, runs: int) -> None:
+    """Make ``sweep``'s sweep.json count ``runs`` trained runs."""
+    timing = json.loads((sweep / "sweep.json").read_text())
+    (sweep / "sweep.json").write_text(json.dumps(timing | {"runs": {"trained": runs}}))
+
+
 def test_publish_copies_a_good_sweep_then_rewrites_its_page(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -353,6 +380,7 @@ def test_publish_copies_a_good_sweep_then_rewrites_its_page(
     shutil.copytree(RESULTS / "ablation", sweep)
     runs = json.loads((sweep / "results.json").read_text())
     (sweep / "results.json").write_text(json.dumps(runs[:-1]))
+    counted(sweep, 29)  # a sweep of one run fewer, whose sweep.json says so
     readme_before = (tmp_path / "README.md").read_text()
     assert readme.main([str(sweep)]) == 0
     assert (results / "ablation" / "results.json").read_text() == json.dumps(runs[:-1])
@@ -362,6 +390,7 @@ def test_publish_copies_a_good_sweep_then_rewrites_its_page(
     shutil.copytree(RESULTS / "headline", headline)
     runs = json.loads((headline / "results.json").read_text())
     (headline / "results.json").write_text(json.dumps(runs[:-1]))
+    counted(headline, 59)
     assert readme.main(["--headline", str(headline)]) == 0
     assert "59 runs" in (results / "headline.md").read_text()
     assert "59 runs" in (tmp_path / "README.md").read_text()

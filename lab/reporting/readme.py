@@ -51,6 +51,8 @@ from lab.reporting.pages import (
     noted,
     provenance,
     read_json,
+    results_problem,
+    sweep_problem,
 )
 from lab.reporting.study_pages import PAGES
 from lab.reporting.tables import format_table
@@ -138,7 +140,7 @@ def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> d
     for family, folder in folders.items():
         if folder:
             check_not_smoke(folder, FAMILIES[family])
-            check_complete(folder)
+            check_complete(folder, FAMILIES[family])
             copies |= family_files(folder, FAMILIES[family], results)
     for source in copies.values():
         problem = file_problem(source, source.name)
@@ -167,9 +169,11 @@ def check_not_smoke(sweep_dir: str | Path, family: Family) -> None:
         )
 
 
-def check_complete(sweep_dir: str | Path) -> None:
-    """Refuse a sweep whose ``sweep.json`` counts failed or interrupted runs: its page would
-    show the runs that finished as the whole sweep.
+def check_complete(sweep_dir: str | Path, family: Family) -> None:
+    """Refuse a sweep whose ``sweep.json`` counts failed or interrupted runs, or whose results
+    file (the one ``family`` publishes as ``results.json``) holds other runs than it counts
+    finished (a run dropped from it by hand, two records of one run folder): its page would
+    show part of the sweep as the whole.
 
     Raises:
         ValueError: one line naming the folder and the counts.
@@ -185,6 +189,44 @@ def check_complete(sweep_dir: str | Path) -> None:
         raise ValueError(
             f"{shown(Path(sweep_dir))}/{SWEEP_JSON} records {counts} run(s): a page would show "
             "the others as the whole sweep; run the same sweep command again (it resumes them)"
+        )
+    if sweep_problem(json.loads(path.read_text())) is not None:
+        return  # named with the other files' problems (checked_copies)
+    finished = sum(n for s, n in runs.items() if s in FINISHED and isinstance(n, int))
+    for source, target in family.copied.items():
+        if target == "results.json" and (Path(sweep_dir) / source).is_file():
+            check_runs_counted(Path(sweep_dir) / source, finished)
+
+
+FINISHED = ("trained", "skipped", "evaluated")
+"""The statuses of ``sweep.json``'s ``runs`` whose runs a results file holds."""
+
+
+def check_runs_counted(path: Path, finished: int) -> None:
+    """Refuse a results file whose records do not name ``finished`` run folders, each with one
+    seed, scheme and task (a run evaluated several ways has several records of one folder).
+
+    Raises:
+        ValueError: one line naming the file and what differs.
+    """
+    try:
+        records = json.loads(path.read_text())
+        if results_problem(records) is not None:
+            return  # named with the other files' problems (checked_copies)
+        named = {(r["run_dir"], r["seed"], r["position"], r["task"]) for r in records}
+    except (OSError, ValueError, TypeError, KeyError):
+        return  # read and checked with the other files (checked_copies)
+    folders = {run_dir for run_dir, *_ in named}
+    if len(folders) != len(named):
+        raise ValueError(
+            f"{shown(path)} gives one run folder two seeds, schemes or tasks: its records "
+            "contradict each other; publish the sweep's own files"
+        )
+    if len(folders) != finished:
+        raise ValueError(
+            f"{shown(path)} holds {len(folders)} run(s), but {SWEEP_JSON} beside it counts "
+            f"{finished} finished: a page would show part of the sweep as the whole; publish "
+            "the sweep's own files (re-run the sweep command to remake them)"
         )
 
 
