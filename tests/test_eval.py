@@ -524,9 +524,11 @@ def test_cli_rejects_bad_input_with_one_line(tmp_path, capsys, trained_run):
 
 
 def test_cli_evaluates_a_folder_of_runs(tmp_path, capsys, trained_run):
-    for name in ("a", "b"):
+    for seed, name in enumerate(("a", "b")):  # two runs: one run copied twice is refused
         (tmp_path / "runs" / name).mkdir(parents=True)
-        shutil.copy(checkpoint_path(trained_run), checkpoint_path(tmp_path / "runs" / name))
+        state = torch.load(checkpoint_path(trained_run), weights_only=True)
+        state["config"]["seed"] = seed
+        torch.save(state, checkpoint_path(tmp_path / "runs" / name))
     argv = [str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--no-progress"]
     assert (
         eval_cli.main([*argv, "eval.samples=16", "eval.probe_samples=16", "eval.lengths=[2,4]"])

@@ -43,6 +43,7 @@ from lab.common.config import save_config
 from lab.common.files import safe_folder
 from lab.common.outputs import run_below
 from lab.evaluation.evaluate import evaluate_run, load_evaluation
+from lab.reporting.report import write_reports
 from lab.sweeps.sweep import RunSpec, changed_settings, expand, load_sweep
 from lab.training.resume import resume_config
 from lab.training.trainer import TrainingInterrupted, train
@@ -701,3 +702,36 @@ def test_evaluate_run_defaults_its_root_to_the_run(finished_run: Path, tmp_path:
     assert (
         lab.evaluation.evaluate.load_evaluation(run, FAST_EVAL, run / "evaluations" / "x") is None
     )
+
+
+def test_one_run_in_two_folders_is_never_counted_as_two_seeds(
+    finished_run: Path, tmp_path: Path, capsys
+) -> None:
+    """`eval.py FOLDER` over a run copied (or a child extended twice alike) pooled the two
+    copies as two seeds, with a zero-width interval, at exit 0; the report is refused in one
+    line naming both folders (each run's own eval.json is still written)."""
+    for name in ("a", "b"):
+        shutil.copytree(finished_run, tmp_path / "dup" / name)
+    assert eval_cli.main([str(tmp_path / "dup"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "are one run (" in err and "two seeds" in err, err
+    assert not (tmp_path / "dup" / "report.md").exists()
+
+
+def test_a_report_of_other_runs_leaves_none_of_an_earlier_reports_files(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    """A sweep re-run with another task left the text runs' lm_report.md, lm_results.* and
+    figures beside the new report, and --publish took them as current; a report now removes
+    the project's report files it did not write this time (a user's file of such a name
+    stays)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "lm_report.md").write_text("# Language-model report\nold runs\n")
+    (out / "lm_results.json").write_text('[{"kind": "lm"}]\n')
+    (out / "perplexity_vs_length.png").write_text("a user's notes, not a figure\n")
+    result = json.loads((finished_run / "eval.json").read_text())
+    written = write_reports([result], out)
+    assert {p.name for p in written.values()} <= {p.name for p in out.iterdir()}
+    assert not (out / "lm_report.md").exists() and not (out / "lm_results.json").exists()
+    assert (out / "perplexity_vs_length.png").read_text() == "a user's notes, not a figure\n"

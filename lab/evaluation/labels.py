@@ -3,6 +3,7 @@ task and evaluation-time options that differ from the defaults, and the order ru
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,18 @@ def split_by_settings(label: str, runs: list[dict[str, Any]]) -> dict[str, list[
         named = ", ".join(f"{k.rsplit('.', 1)[-1]}={settings.get(k)}" for k in keys)
         arms.setdefault(f"{label} {{{named}}}", []).append(run)
     return arms
+
+
+def one_run_twice(runs: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """The indices ``(i, j)`` of the first two ``eval.json`` dicts of ``runs`` that are one run:
+    the same scheme, task and seed with the same settings (:func:`flat_settings`, the
+    evaluation's included), written in two places (a run folder copied, or a child extended
+    twice alike), which a table would count as two seeds; None when there are none."""
+    seen: dict[str, int] = {}
+    for j, run in enumerate(runs):
+        named = [run["position"], run["task"], run["seed"], flat_settings(run["config"])]
+        key = json.dumps(named, sort_keys=True, default=str)
+        if key in seen:
+            return seen[key], j
+        seen[key] = j
+    return None

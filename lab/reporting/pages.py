@@ -23,6 +23,7 @@ from typing import Any
 from lab.common.machine import describe
 from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
 from lab.evaluation.evaluate import older_version, record_problem
+from lab.evaluation.labels import one_run_twice
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import suite_section
 from lab.reporting.tables import format_table, summary_table
@@ -242,23 +243,18 @@ def results_problem(data: Any) -> str | None:
 
 def duplicate_problem(data: list[dict[str, Any]]) -> str | None:
     """``'items 0 and 30 are one run evaluated alike ...'`` when two ``eval.json`` dicts of a
-    ``results.json`` have the same config (where they were written aside: ``run_dir``,
-    ``log_dir``): one run listed twice, or a run trained twice, which a page would pool as two
-    seeds; else None. A run evaluated under several settings (``eval.position_options``
-    axes) differs in its ``config.eval``."""
-    seen: dict[str, int] = {}
-    for i, run in enumerate(data):
-        where = ("run_dir", "log_dir")
-        config = {k: v for k, v in run["config"].items() if k not in where}
-        named = [run["position"], run["task"], run["seed"], config]
-        key = json.dumps(named, sort_keys=True, default=str)
-        if key in seen:
-            return (
-                f"items {seen[key]} and {i} are one run evaluated alike ({run['position']}, "
-                f"{run['task']}, seed {run['seed']}): a page would count it as two seeds"
-            )
-        seen[key] = i
-    return None
+    ``results.json`` are one run (:func:`lab.evaluation.labels.one_run_twice`): one run listed
+    twice, or a run trained twice alike, which a page would pool as two seeds; else None. A run
+    evaluated under several settings (``eval.position_options`` axes) differs in its
+    ``config.eval``."""
+    twice = one_run_twice(data)
+    if twice is None:
+        return None
+    run = data[twice[1]]
+    return (
+        f"items {twice[0]} and {twice[1]} are one run evaluated alike ({run['position']}, "
+        f"{run['task']}, seed {run['seed']}): a page would count it as two seeds"
+    )
 
 
 def sweep_problem(data: Any) -> str | None:

@@ -11,11 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.files import atomic_write, atomic_writer, check_not_folders
-from lab.common.outputs import ATTENTION_FIGURE, PASSKEY_FIGURE, SYNTHETIC_REPORT_NAMES
+from lab.common.outputs import (
+    ATTENTION_FIGURE,
+    PASSKEY_FIGURE,
+    SYNTHETIC_REPORT_NAMES,
+    is_ours,
+)
 from lab.diagnostics.figures import attention_figure
 from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
-from lab.evaluation.labels import ordered
+from lab.evaluation.labels import one_run_twice, ordered
 from lab.lm.passkey_figure import passkey_figure
 from lab.lm.report import LM_REPORT_NAMES, write_lm_reports
 from lab.reporting import sweep_figures
@@ -50,12 +55,34 @@ def write_reports(
     Raises:
         IsADirectoryError: a folder stands where one of :data:`REPORT_NAMES` or
             :data:`lab.lm.report.LM_REPORT_NAMES` goes (checked before any is written).
+        ValueError: two results are one run (:func:`lab.evaluation.labels.one_run_twice`),
+            which the tables would count as two seeds (one line naming both folders).
     """
     check_not_folders(Path(out_dir), REPORT_NAMES + LM_REPORT_NAMES)
+    twice = one_run_twice(results)
+    if twice is not None:
+        first, second = (results[i] for i in twice)
+        raise ValueError(
+            f"{first['run_dir']} and {second['run_dir']} are one run ({second['position']}, "
+            f"{second['task']}, seed {second['seed']}, the same settings): a report would count "
+            "it as two seeds; evaluate one of them"
+        )
     synthetic = [r for r in results if r.get("kind") != "lm"]
     lm = [r for r in results if r.get("kind") == "lm"]
     paths = write_synthetic_reports(synthetic, out_dir, smoke) if synthetic else {}
-    return paths | (write_lm_reports(lm, out_dir, smoke) if lm else {})
+    paths |= write_lm_reports(lm, out_dir, smoke) if lm else {}
+    remove_stale(Path(out_dir), {Path(p).name for p in paths.values()})
+    return paths
+
+
+def remove_stale(out_dir: Path, written: set[str]) -> None:
+    """Delete the report files in ``out_dir`` that this report did not write but an earlier one
+    did (:func:`lab.common.outputs.is_ours`: a user's file of such a name stays): a sweep re-run
+    with another task, or without passkey grids or diagnostics, leaves no report of runs that
+    are gone beside its own, for ``--publish`` to take as current."""
+    for name in (*REPORT_NAMES, *LM_REPORT_NAMES):
+        if name not in written and is_ours(out_dir / name):
+            (out_dir / name).unlink()
 
 
 def write_synthetic_reports(
