@@ -584,7 +584,8 @@ def test_a_factor_off_the_parents_evaluation_grid_is_refused(tmp_path, factor):
     """Parents are evaluated at train_max_length * 2**k: a factor of 3 trained every arm and
     measured nothing the report compares, exit 0."""
     (tmp_path / "study.yaml").write_text(STUDY.replace("factor: 2", f"factor: {factor}"))
-    with pytest.raises(ConfigError, match=f"factor={factor.capitalize()} is invalid; it must be a power"):
+    message = f"factor={factor.capitalize()} is invalid; it must be a power"
+    with pytest.raises(ConfigError, match=message):
         read_study(tmp_path / "study.yaml")
 
 
