@@ -887,3 +887,12 @@ def test_a_child_on_another_held_out_split_is_refused(tmp_path):
             tmp_path / "p", ["data.options.text.holdout_every=5", f"run_dir={tmp_path / 'c'}"]
         )
     assert not (tmp_path / "c").exists()
+
+
+def test_factor_given_on_the_command_line_is_the_study_files_key(tmp_path):
+    """`factor=8` on the command line was read as a run-config key ('unknown config key
+    factor'); it sets the study's factor, and a bad one is refused as in the file."""
+    (tmp_path / "study.yaml").write_text(STUDY)
+    assert read_study(tmp_path / "study.yaml", ["factor=4"])["factor"] == 4
+    with pytest.raises(ConfigError, match="factor=3 is invalid; it must be a power of two"):
+        read_study(tmp_path / "study.yaml", ["factor=3"])

@@ -229,8 +229,12 @@ def test_a_stride_that_would_evaluate_too_many_tokens_is_one_line_naming_the_cou
     assert str(error.value) == (
         "eval.stride=1 is too small: at 8x (length 512) it makes 65,025 windows, 33,292,800 "
         f"input tokens to evaluate; the maximum is {MAX_WINDOW_TOKENS:,} per length: give "
-        "eval.stride >= 2, a lower eval.lm_tokens or eval.max_length_factor"
-    )
+        "eval.stride >= 4, a lower eval.lm_tokens or eval.max_length_factor"
+    )  # 4, not 2: the stride must fit at 16x too (2 gave 'at 16x ... >= 4' next)
+    suggested = replace(config.eval, stride=4)
+    assert lm_plan(config, suggested, config.data.build_task())[1] == 65536
+    with pytest.raises(ConfigError, match="at 16x .* give eval.stride >= 4"):
+        lm_plan(config, replace(config.eval, stride=3), config.data.build_task())
     fits = replace(config.eval, stride=16)  # 16 tokens a window at 16x: within the bound
     assert lm_plan(config, fits, config.data.build_task())[1] == 65536
     for n, length, stride in [(1024, 32, 1), (1024, 32, 7), (640, 64, 24), (1024, 128, None)]:

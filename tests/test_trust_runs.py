@@ -735,3 +735,16 @@ def test_a_report_of_other_runs_leaves_none_of_an_earlier_reports_files(
     assert {p.name for p in written.values()} <= {p.name for p in out.iterdir()}
     assert not (out / "lm_report.md").exists() and not (out / "lm_results.json").exists()
     assert (out / "perplexity_vs_length.png").read_text() == "a user's notes, not a figure\n"
+
+
+@pytest.mark.parametrize("run_dir", [".", "..", "runs/.."])
+def test_a_run_dir_that_names_no_folder_of_its_own_is_refused(
+    finished_run: Path, run_dir: str, capsys, monkeypatch
+) -> None:
+    """`train.py --extend P run_dir=.` trained into the current folder (the repository root)
+    and named the run '' in every message; '.' and '..' are refused as out_dir already was."""
+    monkeypatch.chdir(finished_run.parent)
+    code, err = train_cli_line(capsys, *TINY_RUN, *SHORT, f"run_dir={run_dir}")
+    assert code == 2 and f"run_dir='{run_dir}' names no folder of its own" in err
+    assert train_cli.main(["--extend", str(finished_run), f"run_dir={run_dir}"]) == 2
+    assert "names no folder of its own" in one_error_line(capsys)

@@ -163,9 +163,10 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
     parents holds a ``checkpoint.pt``). Also refused: for ``run_dir``, a sweep's folder (it holds
     ``sweep.json``; its runs go below it) and a folder holding another run below it
     (:func:`run_below`); for ``out_dir`` and ``--out``, a run's folder itself;
-    for ``out_dir``, ``.`` or ``..`` (the ``-runs`` folder beside it is named after its last
-    part); for ``--out``, a sweep's folder (its reports would be replaced) unless ``--out`` is the
-    folder ``same_as`` (``eval.py PATH --out PATH`` writes where ``eval.py PATH`` does).
+    for ``out_dir`` and ``run_dir``, ``.`` or ``..`` (the ``-runs`` folder beside a sweep, and a
+    run's own name in every message, are its last part); for ``--out``, a sweep's folder (its
+    reports would be replaced) unless ``--out`` is the folder ``same_as`` (``eval.py PATH --out
+    PATH`` writes where ``eval.py PATH`` does).
     """
     if key not in OUTPUT_KINDS:
         raise ValueError(f"output kind {key!r} is not one of {', '.join(OUTPUT_KINDS)}")
@@ -185,10 +186,11 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
         )
     if path == Path(path.anchor):
         return f"{flag} is the filesystem root; give a folder of its own, e.g. {example}"
-    if key == "out_dir" and Path(value).name in ("", ".", ".."):
+    if key != "--out" and Path(value).name in ("", ".", ".."):
+        why = "its runs' events go beside it, in a folder" if key == "out_dir" else "a run is"
         return (
-            f"{flag} names no folder of its own (its runs' events go beside it, in a folder "
-            f"named after it); give a folder, e.g. {example}"
+            f"{flag} names no folder of its own ({why} named after it); give a folder, e.g. "
+            f"{example}"
         )
     if path.exists() and not path.is_dir():
         return f"{flag} is a file, not a folder; give a folder"

@@ -72,8 +72,8 @@ class Study:
 
 
 def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
-    """The study file as a dict, with ``out_dir=``, ``seeds=0,1`` and other ``key=value``
-    overrides (into ``base``) applied.
+    """The study file as a dict, with ``out_dir=``, ``seeds=0,1``, ``factor=8`` and other
+    ``key=value`` overrides (into ``base``) applied.
 
     Raises:
         ConfigError: a missing file, an unknown section or a bad override (one line).
@@ -98,6 +98,8 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
                 raise ConfigError(
                     f"{item} is invalid; give comma-separated integer seeds, e.g. seeds=0,1"
                 ) from None
+        elif key == "factor":
+            raw["factor"] = int(value) if value.isascii() and value.isdigit() else value
         else:
             raw["base"].append(item)
     factor = raw.get("factor", 4)

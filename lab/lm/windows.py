@@ -86,22 +86,37 @@ def check_window_tokens(n_tokens: int, lengths: dict[str, int], stride: int | No
 
     Raises:
         ConfigError: one line naming ``eval.stride``, the windows and tokens it makes at the
-            first length over the limit, the limit, and the smallest stride that fits.
+            first length over the limit, the limit, and the smallest stride that fits at every
+            length.
     """
-    for label, length in lengths.items():
-        windows = window_count(n_tokens, length, stride)
-        if stride is None or windows * length <= MAX_WINDOW_TOKENS:
-            continue
-        fits = next(
-            s for s in range(stride, length + 1)
-            if window_count(n_tokens, length, s) * length <= MAX_WINDOW_TOKENS
-        )  # fmt: skip
-        raise ConfigError(
-            f"eval.stride={stride} is too small: at {label} (length {length}) it makes "
-            f"{windows:,} windows, {windows * length:,} input tokens to evaluate; the maximum is "
-            f"{MAX_WINDOW_TOKENS:,} per length: give eval.stride >= {fits}, a lower "
-            "eval.lm_tokens or eval.max_length_factor"
+    if stride is None:
+        return
+    over = [
+        (label, length, window_count(n_tokens, length, stride))
+        for label, length in lengths.items()
+        if window_count(n_tokens, length, stride) * length > MAX_WINDOW_TOKENS
+    ]
+    if not over:
+        return
+    smallest = [
+        next(
+            (s for s in range(stride, length + 1)
+             if window_count(n_tokens, length, s) * length <= MAX_WINDOW_TOKENS),
+            None,
         )
+        for _, length, _ in over
+    ]  # fmt: skip
+    label, length, windows = over[0]
+    fits = (
+        f"give eval.stride >= {max(smallest)}, a lower"
+        if None not in smallest
+        else "no stride fits every length: give a lower"
+    )
+    raise ConfigError(
+        f"eval.stride={stride} is too small: at {label} (length {length}) it makes "
+        f"{windows:,} windows, {windows * length:,} input tokens to evaluate; the maximum is "
+        f"{MAX_WINDOW_TOKENS:,} per length: {fits} eval.lm_tokens or eval.max_length_factor"
+    )
 
 
 def window_starts(n_tokens: int, length: int, stride: int | None) -> tuple[np.ndarray, ...]:
