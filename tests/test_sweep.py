@@ -690,7 +690,28 @@ def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_pat
     runs = json.loads(write_timing(failed, tmp_path, 3.0, 2).read_text())["runs"]
     assert runs == {"skipped": 1, "failed": 1}
     again = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "evaluated"}]
+    timing = json.loads(write_timing(again, tmp_path, 5.0, 2).read_text())
+    assert timing["seconds"] == 8.0 and timing["passes"] == 2  # goes on with the failed pass
     assert json.loads(write_timing(again, tmp_path, 5.0, 2).read_text())["seconds"] == 5.0
+
+
+def test_a_sweep_stopped_and_resumed_states_the_time_of_every_pass(tmp_path):
+    """After several stopped passes of one extend study, sweep.json said 6.8 s (the last
+    pass's) and a page would quote it for the whole study; a pass that goes on with an
+    unfinished one of the same command adds its seconds, another command starts anew."""
+    from lab.sweeps.summary import write_timing
+
+    command = "python sweep.py --extend-study s.yaml"
+    stopped = [{"name": "a", "status": "trained"}, {"name": "b", "status": "interrupted"}]
+    write_timing(stopped, tmp_path, 100.0, 2, command=command)
+    cancelled = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "cancelled"}]
+    write_timing(cancelled, tmp_path, 20.0, 2, command=command)
+    done = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "trained"}]
+    timing = json.loads(write_timing(done, tmp_path, 50.0, 2, command=command).read_text())
+    assert timing["seconds"] == 170.0 and timing["passes"] == 3
+    write_timing(stopped, tmp_path, 100.0, 2, command=command)
+    other = json.loads(write_timing(done, tmp_path, 50.0, 2, command="python sweep.py").read_text())
+    assert other["seconds"] == 50.0 and "passes" not in other
 
 
 def test_a_smoke_sweep_reports_tables_and_no_verdict(finished, capsys, tmp_path):

@@ -474,9 +474,10 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
     seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in results}))
     head = f"{command_text(sweep, family)}: {runs_count(results)}, seed(s) {seeds}"
     if sweep is not None:
+        passes = f" over {sweep['passes']} passes" if sweep.get("passes", 1) > 1 else ""
         return (
-            f"{head}, in **{sweep['seconds'] / 60:.1f} min** with {sweep['workers']} worker(s) "
-            f"on {sweep['machine']}."
+            f"{head}, in **{sweep['seconds'] / 60:.1f} min**{passes} with {sweep['workers']} "
+            f"worker(s) on {sweep['machine']}."
         )
     machines = sorted({describe(r["machine"]) for r in results if r.get("machine")})
     where = f" on {'; '.join(machines)}" if machines else ""

@@ -161,20 +161,43 @@ def write_timing(
     already there as it is, when the project wrote it (:func:`lab.common.outputs.is_ours`): its
     wall time stays the one of the pass that trained. A pass where a run failed or was stopped
     always writes its counts, so the reports it rewrote without that run are never published
-    as the whole sweep (:func:`lab.reporting.readme.check_complete`).
+    as the whole sweep (:func:`lab.reporting.readme.check_complete`). A pass that goes on with
+    an unfinished one of the same command adds that pass's seconds (:func:`unfinished_pass`).
     """
     path = out_dir / SWEEP_JSON
     if records and all(r["status"] == "skipped" for r in records) and is_ours(path):
         return path
+    earlier = unfinished_pass(path, command)
     info = machine_info()
     timing = {
         "command": command,
-        "seconds": round(seconds, 1),
+        "seconds": round(seconds + (earlier["seconds"] if earlier else 0), 1),
         "workers": workers,
         "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
         "machine": describe(info),
         "machine_info": info,
     }
+    if earlier:
+        timing["passes"] = earlier.get("passes", 1) + 1
     if smoke:
         timing["smoke"] = True
     return atomic_write(path, json.dumps(timing, indent=2) + "\n")
+
+
+UNFINISHED = ("failed", "interrupted", "cancelled")
+"""Statuses of a pass that did not finish its sweep: the next pass of the same command goes on
+with it, and its wall time adds to that pass's."""
+
+
+def unfinished_pass(path: Path, command: str | None) -> dict | None:
+    """The ``sweep.json`` at ``path`` when the project wrote it for a pass of ``command`` that
+    did not finish (a run of it :data:`UNFINISHED`): the pass being written goes on with it, so
+    its seconds (and ``passes``) carry over, and a sweep stopped and resumed states the time
+    of every pass, not the last one's; else None."""
+    if not is_ours(path):
+        return None
+    earlier = json.loads(path.read_text())
+    runs = earlier.get("runs") or {}
+    if earlier.get("command") != command or not any(runs.get(s) for s in UNFINISHED):
+        return None
+    return earlier
