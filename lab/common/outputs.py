@@ -199,6 +199,12 @@ def output_problem(value: str, key: str = "out_dir", same_as: str | None = None)
         return events
     if same_as is not None and path == resolved(same_as):
         return None
+    return runs_problem(path, flag, key)
+
+
+def runs_problem(path: Path, flag: str, key: str) -> str | None:
+    """Why the folder ``path`` (resolved) cannot be the output folder ``key`` for the runs and
+    sweeps around it (:func:`output_problem`'s last checks), as one line naming ``flag``."""
     run = next((p for p in path.parents if (p / CHECKPOINT_NAME).is_file()), None)
     if run is not None:
         return (
