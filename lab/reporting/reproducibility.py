@@ -23,6 +23,7 @@ from typing import Any
 
 from lab.common.files import atomic_write
 from lab.common.outputs import output_file_in_place
+from lab.evaluation.labels import flat_settings
 from lab.evaluation.learned import learned_only
 from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
 from lab.reporting.findings import decided
@@ -102,12 +103,14 @@ def verdicts(results: list[Result]) -> dict[str, str]:
     return {f.title: f.word for f in decided(results)}
 
 
-def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
-    """Everything :func:`markdown` prints, JSON-ready.
+def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> dict[str, Any]:
+    """Everything :func:`markdown` prints, JSON-ready; ``kind`` (:data:`KINDS`) is what the two
+    sweeps differ in: for ``machine``, each pair of runs must have the same settings.
 
     Raises:
-        ValueError: the two sweeps do not hold the same runs (scheme, task, seed); one line
-            naming the runs only in the first and only in the second.
+        ValueError: the two sweeps do not hold the same runs (scheme, task, seed), or (kind
+            ``machine``) a pair of runs was trained or evaluated with other settings, which
+            would be read as the machine's effect; one line naming them.
     """
     ka, kb = {run_key(r): r for r in a}, {run_key(r): r for r in b}
     if set(ka) != set(kb):
@@ -115,6 +118,17 @@ def compare_sweeps(a: list[Result], b: list[Result]) -> dict[str, Any]:
             f"the sweeps hold different runs: only in the first {_names(set(ka) - set(kb))}; "
             f"only in the second {_names(set(kb) - set(ka))}"
         )
+    if kind == "machine":
+        for key in sorted(ka):
+            x, y = (flat_settings(r["config"]) for r in (ka[key], kb[key]))
+            differ = sorted(  # a key one record lacks (or holds as None) is a version's
+                k for k in x.keys() & y.keys() if x[k] != y[k] and "None" not in (x[k], y[k])
+            )
+            if differ:
+                raise ValueError(
+                    f"{_names({key})} differs in {', '.join(differ[:4])} between the sweeps: "
+                    "that is no machine's effect; compare the same sweep, or give --kind setting"
+                )
     ca, cb = claims(a), claims(b)
     va, vb = verdicts(a), verdicts(b)
     return {
@@ -291,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        page = markdown(compare_sweeps(a, b), *args.labels, args.note, args.kind)
+        page = markdown(compare_sweeps(a, b, args.kind), *args.labels, args.note, args.kind)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         a_path, b_path = args.results
         why = f"a result lacks the field {error}" if isinstance(error, KeyError) else str(error)
