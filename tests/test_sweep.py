@@ -316,6 +316,15 @@ def test_repeated_grid_values_are_one_run():
     assert [r.name for r in runs] == ["rope-svo-seed0", "alibi-svo-seed0"]
 
 
+@pytest.mark.parametrize("axis", ["train.log_every=5,10", "threads=1,2", "device=cpu,cpu:0"])
+def test_a_grid_over_a_key_that_is_no_setting_is_refused_before_training(axis):
+    """train.log_every=5,10 trained two runs that are one run, then refused the report; a grid
+    over a key that changes how a run is logged or run is one line before anything trains."""
+    with pytest.raises(ConfigError, match=f"^{axis} changes how a run is logged or run"):
+        expand(load_sweep(CONFIG, [axis, "position=rope", "task=svo", "seed=0"]))
+    assert len(expand(load_sweep(CONFIG, ["threads=1,1", "position=rope", "seed=0"]))) == 2
+
+
 @pytest.mark.parametrize(
     ("key", "registry", "other"),
     [

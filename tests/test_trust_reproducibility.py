@@ -207,3 +207,41 @@ def test_a_comparison_of_two_settings_speaks_of_settings_not_machines(sweeps) ->
     assert "the setting's effect B - A paired by seed" in page
     assert "## Cells not shown to be the same on both settings" in page
     assert "machine" not in page
+
+
+EARLY = Path(__file__).parent.parent / "docs" / "results" / "early-stopping"
+
+
+def test_the_early_stopping_page_is_made_from_its_committed_results() -> None:
+    """docs/results/early-stopping.md compares the headline's svo runs (target held at 3
+    consecutive checks) with the same runs stopped at the first check that meets it, by
+    ``sweep.py --compare --kind setting``: the page is exactly what its two JSON files give,
+    and it compares the same seeds of one sweep file under two stopping rules."""
+    page = (EARLY.parent / "early-stopping.md").read_text()
+    once, held = (json.loads((EARLY / f"{n}_results.json").read_text()) for n in ("once", "held"))
+    assert {r["config"]["train"]["target_checks"] for r in once} == {1}
+    assert {r["config"]["train"]["target_checks"] for r in held} == {3}
+    key = lambda r: (r["position"], r["task"], r["seed"])  # noqa: E731
+    for a, b in zip(sorted(once, key=key), sorted(held, key=key), strict=True):
+        assert a["config"]["train"] | {"target_checks": 3} == b["config"]["train"]
+    labels = page.splitlines()[0].removeprefix("# The same sweep under two settings: ")
+    label_a, label_b = (part.rsplit(" (", 1)[0] for part in labels.split(" (A) and "))
+    made = markdown(
+        compare_sweeps(once, held, "setting"), label_a, label_b, page.splitlines()[2], "setting"
+    )
+    assert page == made
+
+
+def test_two_sweeps_of_other_settings_are_no_machines_effect(sweeps) -> None:
+    """A results file with lr, d_model and the training length edited compared as 'the same
+    sweep on two machines': 30 of 30 runs bit-identical, exit 0; the settings are compared now,
+    and --kind setting is the comparison for that."""
+    a = sweeps[0]
+    b = copy.deepcopy(a)
+    for result in b:
+        result["config"]["model"]["d_model"] = 512
+    with pytest.raises(
+        ValueError, match=r"differs in model.d_model between the sweeps: .* --kind setting"
+    ):
+        compare_sweeps(a, b)
+    assert compare_sweeps(a, b, "setting")["runs"] == 30

@@ -57,6 +57,7 @@ from lab.common.config import (
 from lab.common.events.place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import SWEEP_JSON, SWEEP_RUNS, output_problem
+from lab.evaluation.labels import NOT_A_SETTING
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
 from model.layout import named_schemes
@@ -252,10 +253,18 @@ def expand(sweep: Sweep) -> list[RunSpec]:
 
     Raises:
         ConfigError: a run config that does not validate, a ``when`` block keyed on an
-            evaluation axis that changes the training, or two different runs that would share
-            a folder (one line).
+            evaluation axis that changes the training, two different runs that would share
+            a folder, or a grid over a key that is no setting
+            (:data:`lab.evaluation.labels.NOT_A_SETTING`: ``train.log_every=5,10``) (one line).
     """
     keys = list(sweep.grid)
+    for key in keys:
+        if key in NOT_A_SETTING and key != "seed" and len(set(map(str, sweep.grid[key]))) > 1:
+            raise ConfigError(
+                f"{key}={','.join(map(str, sweep.grid[key]))} changes how a run is logged or "
+                "run, not what it computes: its runs would be one run counted as several "
+                "seeds; give one value"
+            )
     specs: dict[str, RunSpec] = {}  # identity -> spec
     folders: dict[str, str] = {}  # run name -> identity
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
