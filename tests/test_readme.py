@@ -518,3 +518,21 @@ def test_the_suite_page_names_the_commands_its_sweep_json_records(tmp_path: Path
     assert "`python sweep.py --config configs/suite.yaml seed=1 --workers 2`: 14 tasks" in page
     assert "`python sweep.py --config configs/suite_quick.yaml seed=1` (the smoke test)" in page
     assert "earlier early-stopping rule" not in page  # the note is about the committed files
+
+
+def test_an_optional_file_the_sweep_lacks_is_removed_from_the_published_folder(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """An extend study published without its perplexity figure (optional: older studies lack
+    it) left the committed figure, of other runs, beside the new tables and linked from the
+    page; the published copy goes with the sweep's lack of it, and the page links none."""
+    results = sandbox(tmp_path, monkeypatch)
+    family = FAMILIES["lm-extend"]
+    study = tmp_path / "runs" / "study"
+    study.mkdir(parents=True)
+    for name, copy in family.copied.items():
+        shutil.copy(results / family.name / copy, study / name)
+    assert (results / family.name / "perplexity_vs_length.png").is_file()
+    assert readme.main(["--lm-extend", str(study)]) == 0
+    assert not (results / family.name / "perplexity_vs_length.png").exists()
+    assert "perplexity_vs_length.png" not in (results / f"{family.name}.md").read_text()

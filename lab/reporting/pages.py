@@ -48,7 +48,8 @@ class Family:
         title: the page's heading.
         command: the command that made the committed files.
         copied: file of the sweep folder -> file in ``NAME/`` (copied on publish).
-        optional: files copied when the sweep folder has them.
+        optional: files copied when the sweep folder has them (and removed from the published
+            folder when it does not).
         recorded: what the committed files do not record (wall time, machine), as text.
         smoke: the family publishes a smoke sweep (``"smoke": true`` in its ``sweep.json``);
             every other family refuses one, since its page would read as a result.

@@ -75,8 +75,10 @@ def family_files(
     sweep_dir: str | Path, family: Family, results: Path = RESULTS
 ) -> dict[Path, Path]:
     """Where a finished sweep's files go -> the files: ``results/FAMILY/`` under the names of
-    :attr:`Family.copied` (and :attr:`Family.optional` where the sweep has them), and the
-    :attr:`Family.tuning` files of its tuning folder ``OUT_DIR-lr`` where it has them.
+    :attr:`Family.copied` and :attr:`Family.optional`, and the :attr:`Family.tuning` files of
+    its tuning folder ``OUT_DIR-lr`` where it has them. An optional file the sweep lacks maps to
+    its missing path: publishing removes the published one (:func:`copy_file`), so no figure
+    of an earlier sweep stands beside this one's results.
 
     Raises:
         FileNotFoundError: a required file is missing (one line naming it).
@@ -87,7 +89,7 @@ def family_files(
         raise FileNotFoundError(
             f"{str(sweep_dir)!r} lacks {', '.join(missing)}; run python sweep.py first"
         )
-    wanted = {**family.copied, **{n: n for n in family.optional if (sweep_dir / n).is_file()}}
+    wanted = {**family.copied, **{n: n for n in family.optional}}
     files = {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
     tuning = sweep_dir.parent / f"{sweep_dir.name}{TUNING_SUFFIX}"
     return files | {
@@ -112,8 +114,11 @@ def published_bytes(source: Path, target: Path) -> bytes:
 
 def copy_file(source: Path, target: Path) -> None:
     """Copy ``source`` over ``target`` atomically (:func:`published_bytes`); nothing when they
-    are the same file."""
-    if not (target.exists() and os.path.samefile(source, target)):
+    are the same file; a missing ``source`` (an optional file the sweep lacks) removes
+    ``target``."""
+    if not source.is_file():
+        target.unlink(missing_ok=True)
+    elif not (target.exists() and os.path.samefile(source, target)):
         atomic_write(target, published_bytes(source, target))
 
 
@@ -142,7 +147,7 @@ def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> d
             check_not_smoke(folder, FAMILIES[family])
             check_complete(folder, FAMILIES[family])
             copies |= family_files(folder, FAMILIES[family], results)
-    for source in copies.values():
+    for source in filter(Path.is_file, copies.values()):  # a missing one is optional
         problem = file_problem(source, source.name)
         if problem:
             raise ValueError(f"{shown(source)} is not a sweep's {source.name} ({problem})")
@@ -239,7 +244,10 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
     for target, source in copies.items():
         staged_file = into / target.relative_to(results)
         staged_file.parent.mkdir(parents=True, exist_ok=True)
-        staged_file.write_bytes(published_bytes(source, target))
+        if source.is_file():
+            staged_file.write_bytes(published_bytes(source, target))
+        else:  # an optional file the sweep lacks: the published one goes
+            staged_file.unlink(missing_ok=True)
     return into
 
 
