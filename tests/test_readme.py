@@ -329,7 +329,7 @@ def test_a_sweep_with_failed_or_interrupted_runs_is_no_result_page(
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("edit", ["dropped", "refiled"])
+@pytest.mark.parametrize("edit", ["dropped", "refiled", "foreign"])
 def test_a_results_file_that_is_not_the_sweeps_runs_is_no_result_page(
     tmp_path: Path, monkeypatch, capsys, edit
 ) -> None:
@@ -341,8 +341,10 @@ def test_a_results_file_that_is_not_the_sweeps_runs_is_no_result_page(
     records = json.loads((RESULTS / "ablation" / "results.json").read_text())
     if edit == "dropped":
         records, message = records[:-1], "holds 29 run(s), but sweep.json beside it counts 30"
-    else:
+    elif edit == "refiled":
         records[1]["run_dir"], message = records[0]["run_dir"], "gives one run folder two seeds"
+    else:  # another sweep's run swapped in for one of this sweep's
+        records[1]["run_dir"], message = "runs/other/none-copy-seed1", "holds runs of 2 folders"
     partial = bad_sweep(tmp_path, "results.json", json.dumps(records))
     assert readme.main([str(partial)]) == 2
     error = one_error_line(capsys)

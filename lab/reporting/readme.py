@@ -208,8 +208,9 @@ FINISHED = ("trained", "skipped", "evaluated")
 
 
 def check_runs_counted(path: Path, finished: int) -> None:
-    """Refuse a results file whose records do not name ``finished`` run folders, each with one
-    seed, scheme and task (a run evaluated several ways has several records of one folder).
+    """Refuse a results file whose records do not name ``finished`` run folders of one sweep
+    folder, each with one seed, scheme and task (a run evaluated several ways has several
+    records of one folder).
 
     Raises:
         ValueError: one line naming the file and what differs.
@@ -222,6 +223,12 @@ def check_runs_counted(path: Path, finished: int) -> None:
     except (OSError, ValueError, TypeError, KeyError):
         return  # read and checked with the other files (checked_copies)
     folders = {run_dir for run_dir, *_ in named}
+    sweeps = sorted({str(Path(run_dir).parent) for run_dir in folders})
+    if len(sweeps) > 1:
+        raise ValueError(
+            f"{shown(path)} holds runs of {len(sweeps)} folders ({', '.join(sweeps[:3])}): a "
+            "sweep's runs share its out_dir; publish the sweep's own files"
+        )
     if len(folders) != len(named):
         raise ValueError(
             f"{shown(path)} gives one run folder two seeds, schemes or tasks: its records "
