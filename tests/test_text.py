@@ -11,6 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+import eval as eval_cli
 from data import build_task
 from data.streams import training_batch
 from data.text import EXCLUDED_FOLDERS, STDLIB, load_corpus, stdlib_files
@@ -184,6 +185,15 @@ def test_a_run_inside_its_corpus_folder_is_refused_and_nothing_written(
     assert sweep.main(["--config", str(sweep_file), f"out_dir={corpus / 'sweep'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "lies inside data.options.text.path=" in err, err
+    assert sorted(p.name for p in corpus.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+    # eval.py --out inside the corpus wrote its reports into it, and the run's data changed
+    # under it (it could no longer be evaluated or resumed): refused, nothing written
+    run = tmp_path / "run"
+    kept = [o for o in overrides if not o.startswith("run_dir=")]
+    train(load_config(None, [*kept, f"run_dir={run}", "train.steps=2"]))
+    assert eval_cli.main([str(run), "--out", str(corpus / "rep"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out={str(corpus / 'rep')!r} lies inside data.options.text.path=" in err, err
     assert sorted(p.name for p in corpus.iterdir()) == ["a.txt", "b.txt", "c.txt"]
 
 

@@ -168,10 +168,11 @@ class Config:
         check_randomized_eval(self, limit)
 
 
-def check_outside_inputs(run_dir: str, task: Task) -> None:
-    """Refuse a ``run_dir`` inside a folder the task reads (:meth:`data.Task.inputs`, e.g. a
-    corpus folder): the run's checkpoint, reports and events would become the task's data, and
-    the corpus's digest would change under the run.
+def check_outside_inputs(run_dir: str, task: Task, flag: str = "run_dir") -> None:
+    """Refuse a ``run_dir`` (or another folder a command writes, named ``flag``: ``--out``)
+    inside a folder the task reads (:meth:`data.Task.inputs`, e.g. a corpus folder): the run's
+    checkpoint, reports and events would become the task's data, and the corpus's digest would
+    change under the run.
 
     Raises:
         ConfigError: ``run_dir`` lies in such a folder (one line naming both).
@@ -182,8 +183,8 @@ def check_outside_inputs(run_dir: str, task: Task) -> None:
         inside = run is not None and folder is not None and run.is_relative_to(folder)
         if inside and folder.is_dir():
             raise ConfigError(
-                f"run_dir={run_dir!r} lies inside {key}={value!r}, which the task reads: "
-                f"the run's own files would become its data; put the run outside it"
+                f"{flag}={str(run_dir)!r} lies inside {key}={value!r}, which the task reads: "
+                f"the run's own files would become its data; put the {flag} folder outside it"
             )
 
 

@@ -18,6 +18,7 @@ from lab.common.config import (
     EvalConfig,
     check_diagnostics,
     check_evaluable,
+    check_outside_inputs,
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
@@ -53,7 +54,10 @@ def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, 
     eval_config = apply_eval_overrides(config.eval, overrides)
     check_evaluable(replace(config, eval=eval_config))  # and the whole-config checks (lengths)
     check_diagnostics(config.data, eval_config, {o.split("=", 1)[0] for o in overrides})
-    steps = len(evaluation_lengths(config, eval_config, config.data.build_task())[1]) + 1
+    task = config.data.build_task()
+    steps = len(evaluation_lengths(config, eval_config, task)[1]) + 1
+    if out is not None:  # reports and eval.json in its corpus would change the run's data
+        check_outside_inputs(str(out), task, "--out")
     write_to = run if out is None else out / run.relative_to(given)
     if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):
         raise OSError(
