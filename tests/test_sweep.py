@@ -684,6 +684,24 @@ def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time
     assert rerun["runs"] == {"evaluated": 2} and rerun["command"].endswith("eval.samples=4")
 
 
+def test_a_skip_all_pass_of_another_command_is_no_result_to_publish(finished, tmp_path, capsys):
+    """A subset of a sweep re-run into its folder (position=rope over position=none,rope) kept
+    the training pass's sweep.json, and --publish named that command and its time above a
+    table of the subset's runs; the other command's pass writes its own skipped counts, which
+    publishing refuses in one line."""
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    assert run_sweep(copy, "position=rope", "seed=0") == 0
+    timing = json.loads((copy / "sweep.json").read_text())
+    assert timing["runs"] == {"skipped": 1} and timing["command"].endswith("position=rope seed=0")
+    capsys.readouterr()
+    with pytest.raises(ValueError, match="records a pass that trained and evaluated nothing"):
+        readme.check_complete(copy, readme.FAMILIES["ablation"])
+
+
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):
     """A re-run that skipped every run once replaced the training pass's wall time with its own
     seconds; it keeps it. A pass where a run failed writes its counts (its reports lack that

@@ -197,6 +197,12 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
         )
     if sweep_problem(json.loads(path.read_text())) is not None:
         return  # named with the other files' problems (checked_copies)
+    if not any(runs.get(s) for s in ("trained", "evaluated")):
+        raise ValueError(
+            f"{shown(Path(sweep_dir))}/{SWEEP_JSON} records a pass that trained and evaluated "
+            "nothing (its runs were made by another command): its command and time are not "
+            "the results'; re-run the sweep's own command (or give --overwrite)"
+        )
     finished = sum(n for s, n in runs.items() if s in FINISHED and isinstance(n, int))
     for source, target in family.copied.items():
         if target == "results.json" and (Path(sweep_dir) / source).is_file():

@@ -158,14 +158,16 @@ def write_timing(
     seconds, workers, runs by status, the machine, and ``"smoke": true`` for a smoke sweep.
 
     A pass that skipped every run (a re-run of a finished sweep) leaves the ``sweep.json``
-    already there as it is, when the project wrote it (:func:`lab.common.outputs.is_ours`): its
-    wall time stays the one of the pass that trained. A pass where a run failed or was stopped
-    always writes its counts, so the reports it rewrote without that run are never published
+    already there as it is, when the project wrote it for the same command
+    (:func:`same_command`): its wall time stays the one of the pass that trained. Another
+    command's pass writes its own, with its own (skipped) counts, which publishing refuses as
+    no result (:func:`lab.reporting.readme.check_complete`). A pass where a run failed or was
+    stopped always writes its counts, so the reports it rewrote without that run are never published
     as the whole sweep (:func:`lab.reporting.readme.check_complete`). A pass that goes on with
     an unfinished one of the same command adds that pass's seconds (:func:`unfinished_pass`).
     """
     path = out_dir / SWEEP_JSON
-    if records and all(r["status"] == "skipped" for r in records) and is_ours(path):
+    if records and all(r["status"] == "skipped" for r in records) and same_command(path, command):
         return path
     earlier = unfinished_pass(path, command)
     info = machine_info()
@@ -182,6 +184,23 @@ def write_timing(
     if smoke:
         timing["smoke"] = True
     return atomic_write(path, json.dumps(timing, indent=2) + "\n")
+
+
+def same_command(path: Path, command: str | None) -> bool:
+    """``path`` is a ``sweep.json`` the project wrote for ``command`` (its ``out_dir=`` aside: a
+    sweep folder moved or copied is the same sweep): a pass of that command that skipped every
+    run keeps it (and its wall time)."""
+    if not is_ours(path):
+        return False
+    saved = json.loads(path.read_text()).get("command")
+    return (
+        saved == command or None not in (saved, command) and placeless(saved) == placeless(command)
+    )
+
+
+def placeless(command: str) -> list[str]:
+    """The words of ``command`` without its ``out_dir=`` value."""
+    return [word for word in shlex.split(command) if not word.startswith("out_dir=")]
 
 
 UNFINISHED = ("failed", "interrupted", "cancelled")
