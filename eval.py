@@ -35,6 +35,7 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
     exit_at_once("eval.py")
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -52,6 +53,7 @@ from lab.evaluation.labels import scheme_label
 from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
+from lab.sweeps.summary import mark_rewritten
 from lab.sweeps.sweep import PROGRAMS, recorded_program, recorded_smoke
 
 ERRORS = (ConfigError, OSError, ValueError)
@@ -94,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return status or 2
     try:
         paths = write_reports(results, out, smoke)
+        mark_rewritten(out, shlex.join(["python", "eval.py", *(argv or sys.argv[1:])]))
     except ERRORS as error:
         return fail(error)
     print_summary(results, len(runs) == 1, out, bool(args.out), paths)

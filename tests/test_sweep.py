@@ -702,6 +702,26 @@ def test_a_skip_all_pass_of_another_command_is_no_result_to_publish(finished, tm
         readme.check_complete(copy, readme.FAMILIES["ablation"])
 
 
+def test_reports_rewritten_by_eval_py_are_no_result_to_publish(finished, tmp_path, capsys):
+    """eval.py over a sweep's folder with other eval.* values rewrote its reports, and --publish
+    named the sweep's command above tables of the other settings; sweep.json now records the
+    eval.py command, and publishing refuses the folder until the sweep itself re-evaluates."""
+    import eval as eval_cli
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    assert eval_cli.main([str(copy), "--no-progress", "eval.samples=4"]) == 0
+    timing = json.loads((copy / "sweep.json").read_text())
+    assert timing["reports_rewritten_by"].startswith("python eval.py ")
+    with pytest.raises(ValueError, match="reports were rewritten by `python eval.py"):
+        readme.check_complete(copy, readme.FAMILIES["ablation"])
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0  # the sweep's settings again
+    assert "reports_rewritten_by" not in json.loads((copy / "sweep.json").read_text())
+    capsys.readouterr()
+
+
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):
     """A re-run that skipped every run once replaced the training pass's wall time with its own
     seconds; it keeps it. A pass where a run failed writes its counts (its reports lack that

@@ -25,6 +25,10 @@ EVAL_NAME = "eval.json"
 HEATMAP_NAME = "passkey.png"
 """A run's passkey heatmap, beside its ``eval.json`` (:mod:`lab.lm.passkey_figure`)."""
 SWEEP_JSON = "sweep.json"
+REWRITTEN = "reports_rewritten_by"
+"""The key of a ``sweep.json`` whose folder's reports a later ``eval.py`` rewrote (its command):
+they are no longer the sweep's, and publishing refuses them
+(:func:`lab.reporting.readme.check_complete`)."""
 SWEEP_RUNS = "_sweep"
 """A sweep's own TensorBoard runs (means over seeds, figures), below its ``out_dir``; each re-run
 of the sweep rewrites them."""

@@ -38,7 +38,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write
-from lab.common.outputs import SWEEP_JSON
+from lab.common.outputs import REWRITTEN, SWEEP_JSON
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -195,8 +195,15 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
             f"{shown(Path(sweep_dir))}/{SWEEP_JSON} records {counts} run(s): a page would show "
             "the others as the whole sweep; run the same sweep command again (it resumes them)"
         )
-    if sweep_problem(json.loads(path.read_text())) is not None:
+    timing = json.loads(path.read_text())
+    if sweep_problem(timing) is not None:
         return  # named with the other files' problems (checked_copies)
+    if timing.get(REWRITTEN):
+        raise ValueError(
+            f"{shown(Path(sweep_dir))}'s reports were rewritten by `{timing[REWRITTEN]}` after "
+            "the sweep: they are not what its sweep.json names; run the sweep command with "
+            "those eval.* values instead (it re-evaluates only)"
+        )
     if not any(runs.get(s) for s in ("trained", "evaluated")):
         raise ValueError(
             f"{shown(Path(sweep_dir))}/{SWEEP_JSON} records a pass that trained and evaluated "

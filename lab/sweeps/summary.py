@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lab.common.files import atomic_write
 from lab.common.machine import describe, machine_info
-from lab.common.outputs import SWEEP_JSON, is_ours
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, is_ours
 from lab.stats.verdicts import SMOKE_NOTE
 
 
@@ -220,3 +220,13 @@ def unfinished_pass(path: Path, command: str | None) -> dict | None:
     if earlier.get("command") != command or not any(runs.get(s) for s in UNFINISHED):
         return None
     return earlier
+
+
+def mark_rewritten(out_dir: Path, command: str) -> None:
+    """Record in ``out_dir``'s ``sweep.json`` (when the project wrote one there) that
+    ``command`` rewrote the folder's reports, perhaps under other evaluation settings than the
+    sweep's command names; nothing when there is none."""
+    path = out_dir / SWEEP_JSON
+    if is_ours(path):
+        timing = json.loads(path.read_text())
+        atomic_write(path, json.dumps(timing | {REWRITTEN: command}, indent=2) + "\n")
