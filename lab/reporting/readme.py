@@ -43,6 +43,7 @@ from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
 from lab.reporting.pages import (
+    EARLY_STOPPING,
     FAMILIES,
     RESULTS,
     TUNING_SUFFIX,
@@ -261,6 +262,8 @@ def staged(results: Path, copies: dict[Path, Path], into: Path) -> Path:
     for name in PAGES:
         if (results / name).is_dir():
             shutil.copytree(results / name, into / name)
+    if (results / EARLY_STOPPING).is_file():  # a page the ablation's pages link when it is there
+        shutil.copyfile(results / EARLY_STOPPING, into / EARLY_STOPPING)
     for target, source in copies.items():
         staged_file = into / target.relative_to(results)
         staged_file.parent.mkdir(parents=True, exist_ok=True)
