@@ -236,6 +236,23 @@ def evaluation_folder(run_dir: str | Path, label: str) -> Path | None:
     return Path(run_dir) / EVALUATIONS / label if label else None
 
 
+def check_settings_axes(grid: dict[str, list]) -> None:
+    """Refuse a grid axis over a key that is no setting
+    (:data:`lab.evaluation.labels.NOT_A_SETTING`, the seed aside) with more than one value: its
+    runs would be one run, trained several times and counted as several seeds.
+
+    Raises:
+        ConfigError: one line naming the key and its values.
+    """
+    for key, values in grid.items():
+        if key in NOT_A_SETTING and key != "seed" and len(set(map(str, values))) > 1:
+            raise ConfigError(
+                f"{key}={','.join(map(str, values))} changes how a run is logged or run, not "
+                "what it computes: its runs would be one run counted as several seeds; give "
+                "one value"
+            )
+
+
 def expand(sweep: Sweep) -> list[RunSpec]:
     """Every distinct run of the grid as a :class:`RunSpec`, in grid order.
 
@@ -254,17 +271,10 @@ def expand(sweep: Sweep) -> list[RunSpec]:
     Raises:
         ConfigError: a run config that does not validate, a ``when`` block keyed on an
             evaluation axis that changes the training, two different runs that would share
-            a folder, or a grid over a key that is no setting
-            (:data:`lab.evaluation.labels.NOT_A_SETTING`: ``train.log_every=5,10``) (one line).
+            a folder, or an axis that is no setting (:func:`check_settings_axes`) (one line).
     """
     keys = list(sweep.grid)
-    for key in keys:
-        if key in NOT_A_SETTING and key != "seed" and len(set(map(str, sweep.grid[key]))) > 1:
-            raise ConfigError(
-                f"{key}={','.join(map(str, sweep.grid[key]))} changes how a run is logged or "
-                "run, not what it computes: its runs would be one run counted as several "
-                "seeds; give one value"
-            )
+    check_settings_axes(sweep.grid)
     specs: dict[str, RunSpec] = {}  # identity -> spec
     folders: dict[str, str] = {}  # run name -> identity
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
