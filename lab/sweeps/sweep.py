@@ -236,8 +236,8 @@ def evaluation_folder(run_dir: str | Path, label: str) -> Path | None:
     return Path(run_dir) / EVALUATIONS / label if label else None
 
 
-def check_settings_axes(grid: dict[str, list]) -> None:
-    """Refuse a grid axis over a key that is no setting
+def check_settings_axes(grid: dict[str, list]) -> list[str]:
+    """The grid's keys, in order, once no axis is over a key that is no setting
     (:data:`lab.evaluation.labels.NOT_A_SETTING`, the seed aside) with more than one value: its
     runs would be one run, trained several times and counted as several seeds.
 
@@ -251,6 +251,7 @@ def check_settings_axes(grid: dict[str, list]) -> None:
                 "what it computes: its runs would be one run counted as several seeds; give "
                 "one value"
             )
+    return list(grid)
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
@@ -273,8 +274,7 @@ def expand(sweep: Sweep) -> list[RunSpec]:
             evaluation axis that changes the training, two different runs that would share
             a folder, or an axis that is no setting (:func:`check_settings_axes`) (one line).
     """
-    keys = list(sweep.grid)
-    check_settings_axes(sweep.grid)
+    keys = check_settings_axes(sweep.grid)
     specs: dict[str, RunSpec] = {}  # identity -> spec
     folders: dict[str, str] = {}  # run name -> identity
     for values in itertools.product(*(sweep.grid[k] for k in keys)):
