@@ -352,6 +352,27 @@ def test_a_results_file_that_is_not_the_sweeps_runs_is_no_result_page(
     assert snapshot(tmp_path) == before
 
 
+def test_an_evaluation_dropped_from_a_sweep_evaluated_several_ways_is_no_result_page(
+    tmp_path: Path,
+) -> None:
+    """A sweep that evaluates each run several ways (the RoPE-scaling rules) holds several
+    records per run folder, so counting folders missed one evaluation dropped from its
+    results.json; sweep.json counts the records of each kind, and the check refuses it."""
+    from lab.sweeps.summary import record_counts
+
+    sweep = tmp_path / "rope-scaling"
+    shutil.copytree(RESULTS / "rope-scaling", sweep)
+    records = json.loads((sweep / "results.json").read_text())
+    assert len(records) == 66 and record_counts(records) == {"synthetic": 66, "lm": 0}
+    timing = json.loads((sweep / "sweep.json").read_text())
+    (sweep / "sweep.json").write_text(json.dumps(timing | {"results": record_counts(records)}))
+    family = FAMILIES["rope-scaling"]
+    readme.check_complete(sweep, family)  # every record there: accepted
+    (sweep / "results.json").write_text(json.dumps(records[:-1]))  # one rule's record dropped
+    with pytest.raises(ValueError, match="holds 65 evaluation record.s., but sweep.json beside"):
+        readme.check_complete(sweep, family)
+
+
 def test_publishing_the_committed_folder_onto_itself_changes_nothing(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:

@@ -729,7 +729,10 @@ def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_pat
     from lab.sweeps.summary import write_timing
 
     first = [{"name": "a", "status": "trained"}, {"name": "b", "status": "trained"}]
+    first[0]["results"] = [{"kind": "lm"}, {"kind": "lm"}]  # a run evaluated two ways
+    first[1]["result"] = {"task": "copy"}
     path = write_timing(first, tmp_path, 600.0, 2, command="python sweep.py")
+    assert json.loads(path.read_text())["results"] == {"synthetic": 1, "lm": 2}
     before = path.read_bytes()
     idle = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "skipped"}]
     assert write_timing(idle, tmp_path, 3.0, 2, command="python sweep.py").read_bytes() == before

@@ -52,7 +52,7 @@ from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
 from lab.sweeps.local import run_all, stopped_line
-from lab.sweeps.summary import write_timing
+from lab.sweeps.summary import result_records, write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, check_program, dotted, prepare_out_dir
 from lab.training.extend import check_architecture, seed_child, stale_child
 
@@ -365,7 +365,7 @@ def finish(
     (:func:`lab.lm.extend_report.write_extend_report`; when no parent finished, a report that
     says so, and one ``error:`` line); print it; 1 when a run failed."""
     out_dir = Path(study.out_dir)
-    results = [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
+    results = result_records(records)
     failed = [r for r in records if r["status"] in ("failed", "interrupted")]
     for record in failed:
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)

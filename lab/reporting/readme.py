@@ -212,19 +212,22 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
             "the results'; re-run the sweep's own command (or give --overwrite)"
         )
     finished = sum(n for s, n in runs.items() if s in FINISHED and isinstance(n, int))
-    for source, target in family.copied.items():
+    counts = timing.get("results") if isinstance(timing.get("results"), dict) else {}
+    for source, target in {**family.copied, **{n: n for n in family.optional}}.items():
         if target == "results.json" and (Path(sweep_dir) / source).is_file():
-            check_runs_counted(Path(sweep_dir) / source, finished)
+            check_runs_counted(Path(sweep_dir) / source, finished, counts)
 
 
 FINISHED = ("trained", "skipped", "evaluated")
 """The statuses of ``sweep.json``'s ``runs`` whose runs a results file holds."""
 
 
-def check_runs_counted(path: Path, finished: int) -> None:
+def check_runs_counted(path: Path, finished: int, counts: dict | None = None) -> None:
     """Refuse a results file whose records do not name ``finished`` run folders of one sweep
     folder, each with one seed, scheme and task (a run evaluated several ways has several
-    records of one folder).
+    records of one folder), or whose number of records is not the one ``sweep.json`` counts
+    for its kind (``counts``: :func:`lab.sweeps.summary.record_counts`; a file written before
+    it was recorded is not checked for it), so one evaluation of a run dropped is seen too.
 
     Raises:
         ValueError: one line naming the file and what differs.
@@ -236,6 +239,14 @@ def check_runs_counted(path: Path, finished: int) -> None:
         named = {(r["run_dir"], r["seed"], r["position"], r["task"]) for r in records}
     except (OSError, ValueError, TypeError, KeyError):
         return  # read and checked with the other files (checked_copies)
+    kind = "lm" if records and all(r.get("kind") == "lm" for r in records) else "synthetic"
+    expected = (counts or {}).get(kind)
+    if isinstance(expected, int) and expected != len(records):
+        raise ValueError(
+            f"{shown(path)} holds {len(records)} evaluation record(s), but {SWEEP_JSON} beside "
+            f"it counts {expected}: a page would show part of the sweep as the whole; publish "
+            "the sweep's own files (re-run the sweep command to remake them)"
+        )
     folders = {run_dir for run_dir, *_ in named}
     sweeps = sorted({str(Path(run_dir).parent) for run_dir in folders})
     if len(sweeps) > 1:

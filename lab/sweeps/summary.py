@@ -38,7 +38,7 @@ def report(
     from lab.reporting.findings import decided_line
     from lab.reporting.tables import summary_table
 
-    results = [x for r in records for x in r.get("results") or [r["result"]] if x is not None]
+    results = result_records(records)
     timing = {"seconds": seconds, "workers": workers, "smoke": smoke, "command": command}
     paths, unwritten = _write(records, results, out_dir, timing)
     synthetic = [r for r in results if r.get("kind") != "lm"]
@@ -145,6 +145,22 @@ def _print_counts(records: list[dict], seconds: float) -> bool:
     return bool(failed or stopped)
 
 
+def result_records(records: list[dict]) -> list[dict]:
+    """The evaluation records of a sweep's or study's run records, in order: a run's
+    ``results`` (one per evaluation) or its one ``result``; a run without any gives none. What
+    ``results.json`` holds, and what ``sweep.json``'s ``results`` counts."""
+    return [x for r in records for x in r.get("results") or [r.get("result")] if x is not None]
+
+
+def record_counts(results: list[dict]) -> dict[str, int]:
+    """How many of ``results`` are exact-match records (``synthetic``: a sweep's
+    ``results.json``) and language-model ones (``lm``: its ``lm_results.json``, or a study's
+    ``results.json``); publishing checks a results file's records against them
+    (:func:`lab.reporting.readme.check_runs_counted`), so a record dropped is never missed."""
+    lm = sum(r.get("kind") == "lm" for r in results)
+    return {"synthetic": len(results) - lm, "lm": lm}
+
+
 def write_timing(
     records: list[dict],
     out_dir: Path,
@@ -155,7 +171,9 @@ def write_timing(
 ) -> Path:
     """Write ``OUT_DIR/sweep.json``: the command line that made the sweep (``command``, e.g.
     ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
-    seconds, workers, runs by status, the machine, and ``"smoke": true`` for a smoke sweep.
+    seconds, workers, runs by status, the evaluation records its results files hold
+    (``results``: :func:`record_counts`; several per run evaluated several ways), the machine,
+    and ``"smoke": true`` for a smoke sweep.
 
     A pass that skipped every run (a re-run of a finished sweep) leaves the ``sweep.json``
     already there as it is, when the project wrote it for the same command
@@ -176,6 +194,7 @@ def write_timing(
         "seconds": round(seconds + (earlier["seconds"] if earlier else 0), 1),
         "workers": workers,
         "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
+        "results": record_counts(result_records(records)),
         "machine": describe(info),
         "machine_info": info,
     }
