@@ -30,6 +30,18 @@ def test_the_committed_page_is_made_from_the_committed_results(sweeps) -> None:
     assert page == made
 
 
+@pytest.mark.parametrize(("page", "runs", "arms"), [("rope-scaling", 66, 11), ("hybrids", 30, 5)])
+def test_runs_evaluated_several_ways_or_hybrids_pair_by_the_reports_arms(page, runs, arms) -> None:
+    """--compare once keyed runs by scheme, task and seed, so a RoPE-scaling sweep (eleven
+    evaluations of each RoPE run) or a sweep of hybrid layouts (several layouts of one member
+    scheme) was refused as "one run twice"; runs pair by the arm their report names."""
+    results = json.loads((PAGES.parent / page / "results.json").read_text())
+    c = compare_sweeps(results, copy.deepcopy(results))
+    assert c["identical"] == c["runs"] == runs
+    assert len({(row["scheme"], row["task"]) for row in c["cells"]}) == arms * 2
+    assert all(row["shift"] == 0 and row["verdict"] == "agrees" for row in c["cells"])
+
+
 def test_a_sweep_compared_with_itself_is_identical_and_every_cell_the_same(sweeps) -> None:
     a = sweeps[0]
     c = compare_sweeps(a, copy.deepcopy(a))

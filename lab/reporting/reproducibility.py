@@ -37,9 +37,24 @@ SAME_WITHIN = 0.05
 """Margin (exact-match, 5 points) within which a cell counts as the same on both machines."""
 
 
-def run_key(result: Result) -> tuple[str, str, int]:
-    """(scheme, task, seed) of an ``eval.json`` dict."""
-    return result["position"], result["task"], result["seed"]
+def keyed(results: list[Result]) -> dict[tuple[str, str, int], Result]:
+    """Each run of ``results`` by (arm, task, seed): the arm as the reports name it
+    (:func:`lab.reporting.aggregate.groups`: the scheme, a hybrid's layout, an evaluation
+    rule, settings that split one label), so a sweep of hybrids or of RoPE-scaling rules pairs
+    run by run as its report does.
+
+    Raises:
+        ValueError: two runs with one key (one line naming it).
+    """
+    runs: dict[tuple[str, str, int], Result] = {}
+    for task in tasks(results):
+        for arm, every in groups(results, task).items():
+            for result in every:
+                key = (arm, task, result["seed"])
+                if key in runs:
+                    raise ValueError(f"holds the run {_name(key)} twice")
+                runs[key] = result
+    return runs
 
 
 def identical(a: Result, b: Result) -> bool:
@@ -108,11 +123,11 @@ def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> d
     sweeps differ in: for ``machine``, each pair of runs must have the same settings.
 
     Raises:
-        ValueError: the two sweeps do not hold the same runs (scheme, task, seed), or (kind
+        ValueError: the two sweeps do not hold the same runs (arm, task, seed), or (kind
             ``machine``) a pair of runs was trained or evaluated with other settings, which
             would be read as the machine's effect; one line naming them.
     """
-    ka, kb = {run_key(r): r for r in a}, {run_key(r): r for r in b}
+    ka, kb = keyed(a), keyed(b)
     if set(ka) != set(kb):
         raise ValueError(
             f"the sweeps hold different runs: only in the first {_names(set(ka) - set(kb))}; "
@@ -144,9 +159,15 @@ def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> d
 
 def _names(keys: set[tuple[str, str, int]]) -> str:
     """``'2 (none-copy-seed0, rope-copy-seed1)'``: how many runs, the first four named."""
-    names = [f"{p}-{t}-seed{s}" for p, t, s in sorted(keys)]
+    names = [_name(key) for key in sorted(keys)]
     more = f" and {len(names) - 4} more" if len(names) > 4 else ""
     return f"{len(names)} ({', '.join(names[:4])}{more})" if names else "0"
+
+
+def _name(key: tuple[str, str, int]) -> str:
+    """``'none-copy-seed0'``: a run's (arm, task, seed) as one name."""
+    arm, task, seed = key
+    return f"{arm}-{task}-seed{seed}"
 
 
 KINDS = {
@@ -237,8 +258,8 @@ def read_results(path: Path) -> list[Result]:
     Raises:
         ValueError: the file cannot be read, is not JSON, holds no results, is not such a
             list (a seed that is not a whole number: ``true`` is no seed 1), holds
-            language-model runs (no exact-match to compare), or holds one run (scheme, task,
-            seed) twice (one line naming it).
+            language-model runs (no exact-match to compare), or holds one run (arm, task,
+            seed: :func:`keyed`) twice (one line naming it).
     """
     try:
         results = json.loads(path.read_text())
@@ -263,15 +284,10 @@ def read_results(path: Path) -> list[Result]:
             f"{path} holds language-model runs (kind lm); --compare compares the exact-match "
             "of synthetic sweeps' results.json"
         )
-    seen: set[tuple[str, str, int]] = set()
-    for result in results:
-        key = run_key(result)
-        if key in seen:
-            raise ValueError(
-                f"{path} holds the run {key[0]}-{key[1]}-seed{key[2]} twice; a run is one seed, "
-                "counted once"
-            )
-        seen.add(key)
+    try:
+        keyed(results)
+    except ValueError as error:
+        raise ValueError(f"{path} {error}; a run is one seed, counted once") from None
     return results
 
 
