@@ -308,6 +308,9 @@ def test_wilcoxon_matches_the_reference_example():
     assert rep.wilcoxon_signed_rank([1, 2], [1, 2]) == (0.0, 1.0)
 
 
+SIZE = {"d_model": 32, "n_layers": 2, "n_heads": 2}
+
+
 def _lm_record(
     seed, train_length, losses_by_length, position_options=None, parent=None, scaling="none"
 ):
@@ -330,12 +333,13 @@ def _lm_record(
     options = {"scaling": scaling, "scaling_factor": 1.0 if scaling == "none" else 4.0}
     record = {
         "kind": "lm",
+        "task": "text",
         "seed": seed,
         "train_lengths": [train_length, train_length],
         "lengths": rows,
         "checkpoint": {"run": f"run{seed}", "step": 1, "sha256": "0" * 64},
         "config": {
-            "model": {"position": "rope", "options": {"rope": options}},
+            "model": {"position": "rope", "options": {"rope": options}, **SIZE},
             "eval": {"position_options": position_options or {}},
         },
     }
@@ -897,3 +901,17 @@ def test_factor_given_on_the_command_line_is_the_study_files_key(tmp_path):
     assert read_study(tmp_path / "study.yaml", ["factor=4"])["factor"] == 4
     with pytest.raises(ConfigError, match="factor=3 is invalid; it must be a power of two"):
         read_study(tmp_path / "study.yaml", ["factor=3"])
+
+
+def test_the_report_names_a_hybrid_or_windowed_model_as_every_report_does(study_records):
+    """The extend report named no model, so a study of a hybrid layout or a sliding-window
+    model read as one of plain RoPE; its first line names the parents' scheme as the other
+    reports do (layout, window), with their size and task."""
+    assert rep.model_line(study_records) == "Model: rope (d_model 32, 2 layers, 2 heads) on text."
+    windowed = [{**r, "config": {**r["config"], "model": {**r["config"]["model"], "window": 16}}}
+                for r in study_records]  # fmt: skip
+    assert rep.model_line(windowed).startswith("Model: rope@16 (d_model 32")
+    hybrid = [{**r, "config": {**r["config"], "model": {**r["config"]["model"], "nope_every": 2}}}
+              for r in study_records]  # fmt: skip
+    assert rep.model_line(hybrid).startswith("Model: rope,none (d_model 32")
+    assert rep.report_text(hybrid).startswith("Model: rope,none")

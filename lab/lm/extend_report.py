@@ -45,6 +45,7 @@ from typing import Any
 
 from lab.common.files import atomic_write
 from lab.common.outputs import STUDY_NAMES
+from lab.evaluation.labels import scheme_label
 from lab.lm.aggregate import row_at
 from lab.lm.findings import LOSS_MARGIN, finding, part
 from lab.lm.record import MIN_INTERVAL_WINDOWS
@@ -182,6 +183,28 @@ def role(result: Result, original: int) -> tuple[str, str]:
     if result["train_lengths"][1] > original:
         return "from scratch", ""
     return "as trained", ""
+
+
+def model_line(results: list[Result]) -> str:
+    """``'Model: rope*2,none (d_model 64, 3 layers, 4 heads) on lm_tiny.'``: the parents'
+    position scheme as every report names it (:func:`lab.evaluation.labels.scheme_label`: a
+    hybrid layout or a sliding window shown as such), size and task; every distinct one when
+    the records hold several."""
+    models = []
+    for result in results:
+        model = result["config"]["model"]
+        bare = {  # the evaluation rule aside
+            **result,
+            "position": model["position"],
+            "config": {**result["config"], "eval": {}},
+        }
+        text = (
+            f"{scheme_label(bare)} (d_model {model['d_model']}, {model['n_layers']} layers, "
+            f"{model['n_heads']} heads) on {result['task']}"
+        )
+        if text not in models:
+            models.append(text)
+    return f"Model: {'; '.join(models)}."
 
 
 def rule_name(options: dict[str, Any]) -> str:
@@ -447,6 +470,8 @@ def report_text(results: list[Result]) -> str:
     ]
     return "\n".join(
         [
+            model_line(results),
+            "",
             f"## Perplexity by length (L = {original} tokens)",
             "",
             "Held-out perplexity at multiples of the parents' training length L; one seed: "
