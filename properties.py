@@ -20,6 +20,7 @@ import sys
 
 import torch
 
+from lab.common.checkpoint import find_checkpoint
 from lab.common.files import writable_folder
 from lab.common.outputs import output_problem
 from lab.common.signals import run_program
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(1)
     try:
+        if args.run is not None:
+            find_checkpoint(args.run)  # a bad --run writes nothing, not even an empty --out
         problem = output_problem(args.out, "--out")  # not a run's or a sweep's folder
         if problem:
             raise ValueError(problem)

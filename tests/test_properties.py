@@ -255,6 +255,40 @@ def test_a_trained_hybrid_row_is_named_by_its_layout(tmp_path, setting, label):
     assert [row["scheme"] for row in rows] == ["none", f"{label} (trained)"]
 
 
+def test_a_trained_rope_with_an_extension_rule_is_named_by_its_rule(tmp_path):
+    """A RoPE run trained (or fine-tuned) with YaRN was named "rope (trained)" as plain RoPE;
+    its row names the rule as the extend report does."""
+    run = tmp_path / "run"
+    rule = ["model.options.rope.scaling=yarn", "model.options.rope.scaling_factor=2"]
+    train(tiny_config(run, *SHORT, "model.position=rope", *rule))
+    out = tmp_path / "report"
+    assert properties.main(["--position", "none", "--run", str(run), "--out", str(out)]) == 0
+    rows = json.loads((out / "properties.json").read_text())["rows"]
+    assert [row["scheme"] for row in rows] == ["none", "rope yarn s=2 (trained)"]
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("", "run folder '' is empty; give a run's folder"),
+        ("README.md", "'README.md' is a file, not a run folder"),
+        (".", "no checkpoint in '.' (expected checkpoint.pt); train it first with: python "
+              "train.py run_dir=runs/NAME, and give that folder"),
+    ],
+)  # fmt: skip
+def test_a_run_that_is_no_run_folder_is_named_as_what_it_is(
+    tmp_path, monkeypatch, capsys, given, message
+):
+    """``--run ""`` read as the current folder and suggested ``train.py run_dir=.`` (which
+    train.py refuses); a file was "a folder that does not exist". Each is one line saying what
+    it is, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("notes\n")
+    assert properties.main(["--run", given, "--out", "report"]) == 2
+    assert one_error_line(capsys) == f"error: {message}"
+    assert not (tmp_path / "report").exists()
+
+
 def test_a_language_model_run_reports_its_perplexity_at_2x_and_its_windows(tmp_path):
     """An LM run's eval.json has no exact-match (``summary.perplexity``, not ``summary.at``):
     its row takes the perplexity at 2x, and its attention maps show whole windows (its only

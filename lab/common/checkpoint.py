@@ -130,7 +130,11 @@ def find_checkpoint(run_dir: str | Path) -> Path:
         FileNotFoundError: the folder or its checkpoint does not exist (one line; a run that
             another process is training, before its first checkpoint, says so and names it).
     """
+    if not str(run_dir).strip():
+        raise FileNotFoundError(f"run folder {str(run_dir)!r} is empty; give a run's folder")
     run_dir = Path(run_dir)
+    if run_dir.is_file():
+        raise FileNotFoundError(f"{str(run_dir)!r} is a file, not a run folder")
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
     path = checkpoint_path(run_dir)
@@ -141,9 +145,12 @@ def find_checkpoint(run_dir: str | Path) -> Path:
         except RunLocked as busy:  # a run training now, before its first checkpoint
             raise FileNotFoundError(f"no checkpoint in {str(run_dir)!r} yet: {busy}") from None
     if not path.is_file():
+        train = f"python train.py run_dir={shlex.quote(str(run_dir))}"
+        if run_dir.resolve() in (Path.cwd(), *Path.cwd().parents):  # train.py refuses those
+            train = "python train.py run_dir=runs/NAME, and give that folder"
         raise FileNotFoundError(
             f"no checkpoint in {str(run_dir)!r} (expected {CHECKPOINT_NAME}); "
-            f"train it first with: python train.py run_dir={shlex.quote(str(run_dir))}"
+            f"train it first with: {train}"
         )
     return path
 

@@ -19,6 +19,7 @@ import torch
 from matplotlib.figure import Figure
 
 from data.streams import SAMPLE_STREAM, data_rng
+from lab.common.checkpoint import find_checkpoint
 from lab.common.files import atomic_write, atomic_writer
 from lab.evaluation.attention_maps import attention_maps
 from lab.properties import demos, figures
@@ -106,6 +107,9 @@ def run_rows(run_dir: Path, span: int) -> tuple[Properties, Any, Any, list[str]]
     row = measure(scheme, make_probe(config.model), span, config.data.train_max_length, None)
     evaluation = load_evaluation(run_dir)  # None unless current and of this very checkpoint
     name = layout_label(asdict(config.model)) or row.scheme  # rope:2+none:2, as reports say
+    options = config.model.options.get(config.model.position) or {}
+    if options.get("scaling", "none") != "none":  # a RoPE extension rule: "rope yarn s=4"
+        name += f" {options['scaling']} s={float(options.get('scaling_factor', 1)):g}"
     row = replace(row, scheme=f"{name} (trained)", **figures_at_2x(evaluation))
     return row, config, model, notes
 
@@ -248,6 +252,8 @@ def write_report(
         ValueError, FileNotFoundError: an unknown scheme or an unreadable run (one line).
         RuntimeError: the fingerprint process failed.
     """
+    if run_dir is not None:
+        find_checkpoint(run_dir)  # before anything is written; "" is no folder, not "."
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     schemes = demos.fresh_schemes(names)
