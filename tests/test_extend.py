@@ -47,6 +47,8 @@ TINY = [
 RULE = ["model.options.rope.scaling=yarn", "model.options.rope.scaling_factor=2"]
 LONGER = ["data.train_min_length=4", "data.train_max_length=20", "train.steps=3"]
 
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory):
@@ -915,3 +917,32 @@ def test_the_report_names_a_hybrid_or_windowed_model_as_every_report_does(study_
               for r in study_records]  # fmt: skip
     assert rep.model_line(hybrid).startswith("Model: rope,none (d_model 32")
     assert rep.report_text(hybrid).startswith("Model: rope,none")
+
+
+def test_a_rope_rule_given_to_alibi_parents_names_the_rule_and_the_scheme():
+    """An extend study of ALiBi parents with the RoPE rules said only that
+    model.options.alibi.scaling is no option, a key the user never wrote; the line names the
+    rule and the parents' scheme whose options it sets, for a fine-tuning and a zero-shot rule."""
+    raw = read_study(CONFIGS / "lm_extend.yaml", ["model.position=alibi"])
+    with pytest.raises(ConfigError) as error:
+        plan(raw)
+    assert str(error.value).startswith(
+        "fine_tune.rules.linear sets options of the parents' scheme 'alibi' (model.position): "
+        "model.options.alibi.scaling is not an option of 'alibi'"
+    )
+    with pytest.raises(ConfigError, match=r"^zero_shot\.linear sets options of the parents' "):
+        plan({**raw, "fine_tune": None})
+
+
+def test_a_study_out_dir_inside_its_corpus_is_refused_by_its_own_name(tmp_path):
+    """A study whose out_dir lies inside the corpus folder was refused, but the line named a
+    parent's run_dir, a key the study file does not have; it names out_dir now."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(12):  # enough files to hold one out in every 10
+        (corpus / f"{i}.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 40)
+    out_dir = corpus / "study"
+    raw = read_study(CONFIGS / "lm_extend.yaml", [f"data.options.text.path={corpus}"])
+    with pytest.raises(ConfigError, match=r"^out_dir='.*/corpus/study' lies inside data.options"):
+        plan({**raw, "out_dir": str(out_dir)})
+    assert not out_dir.exists()

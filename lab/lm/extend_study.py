@@ -31,12 +31,14 @@ machinery give the order without touching it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,13 @@ from omegaconf import OmegaConf
 
 from data import available_tasks, task_class
 from lab.common.checkpoint import checkpoint_path, clear_run, load_checkpoint
-from lab.common.config import ConfigError, check_evaluable, load_config, load_yaml
+from lab.common.config import (
+    ConfigError,
+    check_evaluable,
+    check_outside_inputs,
+    load_config,
+    load_yaml,
+)
 from lab.common.files import atomic_write
 from lab.common.outputs import output_problem
 from lab.common.runlock import RunLocked, run_lock
@@ -170,6 +178,7 @@ def plan(raw: dict[str, Any]) -> Study:
     for seed in raw.get("seeds") or [0]:
         base = [*raw["base"], f"seed={seed}"]
         parent = load_config(None, base)
+        check_outside_inputs(out_dir, parent.data.build_task(), "out_dir")
         low, high = parent.data.train_min_length, parent.data.train_max_length
         if parent.eval.max_length_factor < factor:
             raise ConfigError(
@@ -199,11 +208,26 @@ def plan(raw: dict[str, Any]) -> Study:
             child = [*base, *kept, *longer, *dotted(tune.get("settings")), *rule]
             study.children.append(RunSpec(name, [*child, f"run_dir={out_dir}/{name}"]))
             study.parent_of[name] = spec.name
-            check_architecture(parent, load_config(None, study.children[-1].overrides))
+            with rule_named(f"fine_tune.rules.{label}", position):
+                check_architecture(parent, load_config(None, study.children[-1].overrides))
     for spec in [*study.parents, *study.scratch, *study.children]:
-        for extra in spec.evaluations.values():  # each zero-shot rule too, before any training
-            check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
+        for label, extra in spec.evaluations.items():  # each zero-shot rule, before training
+            with rule_named(f"zero_shot.{label}", position):
+                check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
     return study
+
+
+@contextlib.contextmanager
+def rule_named(where: str, position: str) -> Iterator[None]:
+    """Prefix a :class:`ConfigError` raised while checking a rule with the rule's place in the
+    study file and the parents' scheme, whose options a rule sets (a RoPE rule given to ALiBi
+    parents once read as a bad ``model.options.alibi.scaling`` the user never wrote)."""
+    try:
+        yield
+    except ConfigError as error:
+        raise ConfigError(
+            f"{where} sets options of the parents' scheme {position!r} (model.position): {error}"
+        ) from None
 
 
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
