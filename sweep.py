@@ -3,10 +3,10 @@
 With no arguments it runs the default ablation (``configs/ablation.yaml``: five position
 schemes on ``svo`` and ``copy``, three seeds) into ``runs/ablation/`` and prints the comparison
 table; ``python sweep.py --publish runs/ablation`` then puts its results into ``docs/`` and
-the README. ``--quick`` runs ``configs/quick.yaml``, a two-minute smoke test of the pipeline.
+the README. ``--quick`` runs ``configs/quick.yaml``, a smoke test of the pipeline (a few minutes).
 ``--launcher
-slurm`` runs every run as a SLURM job through submitit instead of local workers (README,
-"Scaling out"). ``task=all`` or ``position=all`` sweeps every registered task or scheme.
+slurm`` runs every run as a SLURM job through submitit instead of local workers
+(docs/sweeps.md). ``task=all`` or ``position=all`` sweeps every registered task or scheme.
 """
 
 if __name__ == "__main__":  # first, so a stop signal during the imports is one line too

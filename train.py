@@ -7,7 +7,7 @@ larger budget extends a run) may be given again. Ctrl-C or SIGTERM saves a check
 next step and exits with 130 (SIGINT) or 143 (SIGTERM).
 
 ``torchrun --nproc_per_node N train.py ...`` trains the same model data-parallel on N
-processes (see README, "Scaling out"); rank 0 writes and prints.
+processes (see docs/sweeps.md, "One model on N processes"); rank 0 writes and prints.
 
 ``python train.py --extend PARENT_RUN_DIR [key=value ...]`` fine-tunes a finished run into a
 new run folder, from its weights, with changed position options and lengths

@@ -138,3 +138,17 @@ def test_two_models_of_one_seed_are_two_arms_never_two_seeds() -> None:
     assert "| rope {theta=500.0}   |" in table and "| 40.0 " in table
     same = [run("rope", seed, 40) | {"run_dir": f"elsewhere/{seed}"} for seed in (0, 1)]
     assert list(groups(same, "copy")) == ["rope"]  # seeds and folders alone: one arm
+
+
+def test_the_terminal_line_says_when_no_finding_was_measured() -> None:
+    """A sweep of rope and alibi on copy measures none of the findings (each needs runs it
+    lacks); its line said "decided: none. Inconclusive: none" as if they had been weighed."""
+    from lab.reporting.findings import FINDINGS, decided_line
+
+    only_two = [run(p, s, 50) for p in ("rope", "alibi") for s in range(3)]
+    assert decided_line(only_two) == (
+        f"Findings: none measured: the {len(FINDINGS)} findings need runs this sweep lacks "
+        "(report.md names what each needs)."
+    )
+    line = decided_line(sweep((90, 80, 85), (0, 1, 2)))
+    assert line.startswith("Findings at 3 seed(s): decided: ") and "Ruoss" in line

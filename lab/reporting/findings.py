@@ -242,8 +242,14 @@ def sensitivity(results: list[Result]) -> str:
 def decided_line(results: list[Result]) -> str:
     """One line for the terminal: which findings the sweep could decide and which it could
     not, e.g. ``"Findings decided: Ruoss et al. 2023 agrees; ... Inconclusive at these seeds:
-    Press et al. 2022 (...)."``."""
-    found = [f for f in decided(results) if f.word != "not measured"]
+    Press et al. 2022 (...)."``, or that it measured none (each needs runs the sweep lacks)."""
+    every = decided(results)
+    found = [f for f in every if f.word != "not measured"]
+    if not found:  # not "decided: none. Inconclusive: none", as if something were measured
+        return (
+            f"Findings: none measured: the {len(every)} findings need runs this sweep lacks "
+            "(report.md names what each needs)."
+        )
     done = [f"{f.title} {f.word}" for f in found if f.word != "inconclusive"]
     open_ = [f.title for f in found if f.word == "inconclusive"]
     seeds = sorted(
