@@ -559,3 +559,22 @@ def test_an_optional_file_the_sweep_lacks_is_removed_from_the_published_folder(
     assert readme.main(["--lm-extend", str(study)]) == 0
     assert not (results / family.name / "perplexity_vs_length.png").exists()
     assert "perplexity_vs_length.png" not in (results / f"{family.name}.md").read_text()
+
+
+def test_the_steps_line_gives_each_task_its_range_and_true_median() -> None:
+    """The pages said "200 to 8000, median 3400" for 15 svo runs of at most 700 steps and 15
+    copy runs of at least 3400: one range hid the two groups, and the "median" was the upper
+    middle value (2050 is the median of the 30). Each task gets its own range and median, and
+    a run evaluated several ways counts once."""
+    from lab.reporting.pages import steps_line
+
+    def run(task: str, steps: int, name: str, rule: str = "") -> dict:
+        return {"task": task, "train_steps": steps, "run_dir": name, "rule": rule}
+
+    runs = [run("svo", s, f"svo{s}") for s in (200, 300, 700)]
+    runs += [run("copy", s, f"copy{s}") for s in (3400, 5000, 6000, 8000)]
+    runs += [run("copy", 8000, "copy8000", rule) for rule in ("linear", "yarn")]  # same run
+    assert steps_line(runs) == (
+        "Training steps per run (early stopping on the validation set, or the cap): "
+        "copy 3400 to 8000, median 5500; svo 200 to 700, median 300."
+    )

@@ -25,7 +25,7 @@ from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
 from lab.evaluation.evaluate import older_version, record_problem
 from lab.evaluation.labels import one_run_twice
 from lab.reporting.overview import EXPLANATION, answer
-from lab.reporting.suite_table import suite_section
+from lab.reporting.suite_table import steps_range, suite_section
 from lab.reporting.tables import format_table, summary_table
 
 Result = dict[str, Any]
@@ -503,11 +503,18 @@ def runs_count(results: list[Result]) -> str:
 
 
 def steps_line(results: list[Result]) -> str:
-    """``'Training steps per run: 200 to 5600, median 2400.'``"""
-    steps = sorted(r["train_steps"] for r in results if r["train_steps"] is not None)
+    """``'Training steps per run (...): copy 3400 to 8000, median 5100; svo 200 to 700, median
+    400.'``: per task (tasks stop at very different steps, and one range would hide that), each
+    run once however many evaluations it has."""
+    runs = {r.get("run_dir") or i: r for i, r in enumerate(results)}.values()
+    parts = []
+    for task in sorted({r["task"] for r in runs}):
+        steps = [r["train_steps"] for r in runs if r["task"] == task and r["train_steps"]]
+        if steps:
+            parts.append(f"{task} {steps_range(steps)}")
     return (
-        f"Training steps per run (early stopping on the validation set, or the cap): "
-        f"{steps[0]} to {steps[-1]}, median {steps[len(steps) // 2]}."
+        "Training steps per run (early stopping on the validation set, or the cap): "
+        f"{'; '.join(parts) or 'not recorded'}."
     )
 
 

@@ -8,6 +8,7 @@ Computed from a suite sweep's ``results.json`` (``docs/results/suite/results.jso
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,14 @@ def settings(results: list[Result]) -> str:
     )
 
 
+def steps_range(steps: list[int]) -> str:
+    """``'200 to 5000, median 3200'`` (the median of an even count is the mean of the middle
+    two, :func:`statistics.median`); ``'not recorded'`` for no steps."""
+    if not steps:
+        return "not recorded"
+    return f"{min(steps)} to {max(steps)}, median {statistics.median(steps):g}"
+
+
 def suite_section(
     results: list[Result],
     sweep: dict[str, Any],
@@ -95,12 +104,11 @@ def suite_section(
     """The body of the task suite's page: its settings and timing, then the table;
     ``commands`` are the full sweep's and the smoke test's, as the page names them
     (:func:`lab.reporting.pages.command_text`)."""
-    steps = sorted(r["train_steps"] for r in results if r["train_steps"] is not None)
+    steps = [r["train_steps"] for r in results if r["train_steps"] is not None]
     return "\n".join(
         [
             f"{commands[0]}: {settings(results)}; {timing(sweep)}. Training steps per run "
-            f"(early stopping at the validation target, or the cap): {steps[0]} to "
-            f"{steps[-1]}, median {steps[len(steps) // 2]}. "
+            f"(early stopping at the validation target, or the cap): {steps_range(steps)}. "
             f"{commands[1]} (the smoke test): {timing(quick)}.",
             "",
             "Exact-match on the test sequences in percent, `in distribution / 2x` (in "
