@@ -203,6 +203,11 @@ def older_version(result: Any) -> bool:
     return isinstance(version, int) and not isinstance(version, bool) and version < current
 
 
+FLAGS = ("threads", "device")
+"""Run settings that ``train.py`` and ``sweep.py`` take as ``KEY=VALUE`` and ``eval.py`` as
+``--KEY VALUE``: a ``threads=1`` given to ``eval.py`` is answered with the flag."""
+
+
 def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalConfig:
     """``eval_config`` with ``eval.KEY=VALUE`` overrides applied (other sections are refused).
 
@@ -217,9 +222,10 @@ def apply_eval_overrides(eval_config: EvalConfig, overrides: list[str]) -> EvalC
     for item in overrides:
         key = item.split("=", 1)[0]
         if "=" not in item or not key.startswith("eval."):
+            flag = f"; give --{key} {item.split('=', 1)[1]}" if key in FLAGS and "=" in item else ""
             raise ConfigError(
                 f"override {item!r} is not an eval.KEY=VALUE override; eval.py only changes "
-                "eval.* settings, e.g. eval.samples=500"
+                f"eval.* settings, e.g. eval.samples=500{flag}"
             )
     whole = [i for i, item in enumerate(overrides) if item.split("=", 1)[0] == OPTIONS]
     if whole:  # replaces the saved options (a merge would keep them)
