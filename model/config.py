@@ -142,7 +142,11 @@ class ModelConfig:
                 f"model.position={self.position!r} is causal only; set model.causal=true"
             )
         check_layout(layers, self.n_heads, self.causal, self._layout_key())
-        members = [] if is_plain(layers, self.position, self.n_heads) else scheme_names(layers)
+        plain = is_plain(layers, self.position, self.n_heads)
+        if plain and all(layer.window is None for layer in layers):
+            self.layout, self.heads, self.nope_every = None, None, 0  # the scheme alone:
+            # one model, one run and one label however the layout spelled it (rope,rope)
+        members = [] if plain else scheme_names(layers)
         options = {}
         for name in {**dict(self.options), self.position: {}, **dict.fromkeys(members)}:
             given = dict(self.options.get(name) or {})

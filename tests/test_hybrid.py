@@ -454,7 +454,8 @@ def test_a_position_grid_over_a_head_split_of_both_schemes_is_one_run(tmp_path):
 
 def test_the_hybrids_sweep_keeps_its_committed_labels():
     """docs/results/hybrids.md: every layout's position as published (none for none*4, rope
-    for the others), with its when block and without it."""
+    for the others), with its when block and without it; the two layouts that are a plain
+    scheme (rope*4, none*4) are built as that scheme alone (no layout left in the config)."""
     for when in (True, False):
         sweep = load_sweep(CONFIGS / "hybrids.yaml")
         if not when:
@@ -462,13 +463,17 @@ def test_the_hybrids_sweep_keeps_its_committed_labels():
         positions = {}
         for spec in expand(sweep):
             config = load_config(None, spec.overrides)
-            positions[config.model.layout] = config.model.position
+            layout = spec.name.split("-")[0].removeprefix("layout")
+            positions[layout] = (config.model.position, config.model.layout)
         assert positions == {
-            "rope,rope,rope,rope": "rope",
-            "none,none,none,none": "none",
-            "rope,rope,rope,none": "rope",
-            "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2": "rope",
-            "rope@8,rope@8,rope@8,none": "rope",
+            "rope,rope,rope,rope": ("rope", None),
+            "none,none,none,none": ("none", None),
+            "rope,rope,rope,none": ("rope", "rope,rope,rope,none"),
+            "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2": (
+                "rope",
+                "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2",
+            ),
+            "rope@8,rope@8,rope@8,none": ("rope", "rope@8,rope@8,rope@8,none"),
         }
 
 
@@ -576,3 +581,23 @@ def test_train_prints_the_layout_the_model_runs(capsys):
 
     train.print_start(load_config(None, ["model.layout=none,rope,rope", "run_dir=somewhere"]))
     assert capsys.readouterr().out.startswith("somewhere: none,rope*2 on svo, ")
+
+
+def test_a_layout_that_is_the_plain_scheme_is_one_run_with_it(tmp_path):
+    """none with nope_every=0 and 2, and rope with no layout, rope,rope and rope:2,rope, are one
+    model each: they were trained several times and reported as arms ``none {nope_every=2}``
+    and ``rope {layout=rope,rope}`` with identical results. A layout that runs the scheme
+    alone on every head, with no window, leaves no layout in the config, so the grid points
+    collapse into one run, as ``seed=0,00`` does."""
+    sweep = tmp_path / "sweep.yaml"
+    base = {"model": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_ff": 32}}
+    grid = {"model.position": ["none"], "model.nope_every": [0, 2]}
+    OmegaConf.save({"out_dir": str(tmp_path / "a"), "base": base, "grid": grid}, sweep)
+    specs = expand(load_sweep(sweep))
+    assert len(specs) == 1 and len(specs[0].aliases) == 1
+    grid = {"model.layout": [None, "rope,rope", "rope:2,rope"]}
+    OmegaConf.save({"out_dir": str(tmp_path / "b"), "base": base, "grid": grid}, sweep)
+    specs = expand(load_sweep(sweep))
+    assert len(specs) == 1 and len(specs[0].aliases) == 2
+    kept = load_config(None, ["model.n_layers=2", "model.layout=rope@4,rope"]).model
+    assert kept.layout == "rope@4,rope"  # a window is no plain scheme: kept
