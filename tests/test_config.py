@@ -538,3 +538,25 @@ def test_randomized_eval_at_evaluation_needs_as_many_positions() -> None:
     check_evaluable(
         dataclasses.replace(config, eval=dataclasses.replace(config.eval, position_options={}))
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("eval.lengths={a: 1}", "eval.lengths={'a': 1} is a mapping, but eval.lengths is a list"),
+        ("data.options=[1]", "data.options=[1] is a list, but data.options is a mapping"),
+        ("model.options=[1]", "model.options=[1] is a list, but model.options is a mapping"),
+        ("eval.position_options=[1]", "eval.position_options=[1] is a list, but"),
+        (
+            "model.options.rope.short_factor={a: 1}",
+            "model.options.rope.short_factor={'a': 1} is a mapping, but "
+            "model.options.rope.short_factor is a list",
+        ),
+    ],
+)
+def test_a_mapping_for_a_list_or_a_list_for_a_mapping_is_one_line(override, message):
+    """OmegaConf's "Cannot merge incompatible container types" was a TypeError traceback from
+    every entry point; it is one line naming the key and the kind it takes."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [override])
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)

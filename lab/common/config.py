@@ -17,7 +17,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import torch
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from data import Task, available_tasks, task_class
@@ -270,10 +270,76 @@ def _merged(base: Config | type[Config], sources: list) -> Config:
         config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
         raise ConfigError(_one_line(error)) from None
+    except TypeError as error:  # a mapping given where a list belongs, or the other way
+        if "incompatible container" not in str(error):
+            raise
+        raise ConfigError(_container_problem(base, sources)) from None
     except ValueError as error:
         raise ConfigError(str(error)) from None
     assert isinstance(config, Config)
     return config
+
+
+def _container_problem(base: Config | type[Config], sources: list) -> str:
+    """The one line for a mapping given where a list belongs or the other way round: the
+    first key of ``sources`` that cannot merge onto ``base`` alone, named at the level where
+    the kinds differ."""
+    structured = OmegaConf.structured(base)
+    for source in sources:
+        tree = OmegaConf.to_container(OmegaConf.create(source))
+        for key, value in _leaves(tree).items():
+            try:
+                OmegaConf.merge(structured, _nested(key, value))
+            except TypeError:
+                return _kind_line(structured, key, tree)
+            except OmegaConfBaseException:
+                continue  # another problem: the whole merge names it
+    return "a mapping was given where a list belongs, or the other way round"
+
+
+def _kind_line(structured: DictConfig, key: str, tree: dict) -> str:
+    """``'eval.lengths={'a': 1} is a mapping, but eval.lengths is a list; give a list'``: the
+    shortest prefix of ``key`` whose given value and default differ in kind."""
+    parts = key.split(".")
+    for i in range(1, len(parts) + 1):
+        prefix, given = ".".join(parts[:i]), tree
+        for part in parts[:i]:
+            given = given.get(part) if isinstance(given, dict) else None
+        wanted = _node(structured, parts[:i])
+        if isinstance(wanted, ListConfig) and isinstance(given, dict):
+            return f"{prefix}={given!r} is a mapping, but {prefix} is a list; give a list"
+        if isinstance(wanted, DictConfig) and isinstance(given, list):
+            return f"{prefix}={given!r} is a list, but {prefix} is a mapping; give a mapping"
+    return f"{key}: a mapping was given where a list belongs, or the other way round"
+
+
+def _node(config: DictConfig, parts: list[str]) -> Any:
+    """The node of ``config`` at the path ``parts`` (a typed list or mapping node even when its
+    value is null), or None where the path leaves the config."""
+    node: Any = config
+    for part in parts:
+        if not isinstance(node, DictConfig) or part not in node:
+            return None
+        node = node._get_node(part)
+    return node
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": value}`` for every container or value one level below a mapping's keys, down
+    to the first non-mapping (a list is a leaf: it replaces, it does not merge)."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {prefix: tree} if prefix and not tree else {}
+    for key, value in tree.items():
+        out |= _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def _nested(key: str, value: Any) -> DictConfig:
+    """``a.b.c`` and a value as the config ``{a: {b: {c: value}}}``."""
+    for part in reversed(key.split(".")):
+        value = {part: value}
+    return OmegaConf.create(value)
 
 
 def check_evaluable(config: Config, where: str = "") -> None:
