@@ -560,3 +560,15 @@ def test_a_mapping_for_a_list_or_a_list_for_a_mapping_is_one_line(override, mess
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("override", ["eval.stride=4", "eval.lm_tokens=100"])
+def test_a_language_model_key_on_an_exact_match_task_is_refused(override):
+    """eval.stride and eval.lm_tokens were accepted on a copy run and written into its config,
+    doing nothing; like a diagnostics setting that would do nothing, they are one line, and
+    the defaults (as a saved config.yaml writes them) still pass."""
+    key, value = override.split("=")
+    with pytest.raises(ConfigError, match=f"^{key}={value} has no effect on task 'copy'"):
+        load_config(None, ["data.task=copy", override])
+    load_config(None, ["data.task=copy", f"{key}={'null' if key == 'eval.stride' else 65536}"])
+    assert load_config(None, ["data.task=text", override]).eval.lm_tokens > 0

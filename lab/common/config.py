@@ -26,6 +26,7 @@ from lab.common.files import atomic_write
 from lab.common.outputs import resolved
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
+    LM_ONLY,
     MAX_BATCH_TOKENS,
     MAX_EVAL_LENGTHS,
     MAX_SAMPLES,
@@ -242,7 +243,7 @@ def load_config(
             "remove model.vocab_size from the config"
         )
     config.model = replace(config.model, vocab_size=vocab_size)
-    keys = ("eval.diagnostics", "eval.diagnostic_samples")
+    keys = ("eval.diagnostics", "eval.diagnostic_samples", *(f"eval.{k}" for k in LM_ONLY))
     set_here = {k for k in keys if any(OmegaConf.select(s, k) is not None for s in sources)}
     check_diagnostics(config.data, config.eval, set_here)  # settings that would do nothing
     return config

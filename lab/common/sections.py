@@ -415,6 +415,11 @@ def check_task_training(data: DataConfig, train: TrainConfig) -> None:
         )
 
 
+LM_ONLY = ("stride", "lm_tokens")
+"""``eval.*`` keys that only a language-model run reads (:func:`check_diagnostics` refuses
+them, set to another value than the default, for any other task)."""
+
+
 def check_diagnostics(
     data: DataConfig, evaluation: EvalConfig, given: Collection[str] = ()
 ) -> None:
@@ -426,7 +431,8 @@ def check_diagnostics(
     Refused: ``eval.diagnostics=full`` for a language-model task, which measures no
     diagnostics; a given ``eval.diagnostic_samples`` other than the default for a
     language-model task, with ``eval.diagnostics=none``, or above ``eval.samples`` (the
-    attention statistics read the first ``diagnostic_samples`` of the ``samples`` sequences).
+    attention statistics read the first ``diagnostic_samples`` of the ``samples`` sequences);
+    a given :data:`LM_ONLY` key other than its default for a task that is no language model.
 
     Raises:
         ConfigError: one line naming the value, why it does nothing and what to set instead.
@@ -434,6 +440,13 @@ def check_diagnostics(
     mode, count, task = evaluation.diagnostics, evaluation.diagnostic_samples, data.task
     lm = task_class(task).language_model
     default = EvalConfig()
+    for key in LM_ONLY if not lm else ():
+        value = getattr(evaluation, key)
+        if f"eval.{key}" in given and value != getattr(default, key):
+            raise ConfigError(
+                f"eval.{key}={value} has no effect on task {task!r}: it sets how a "
+                "language-model run (data.task=text) scores held-out text; leave it out"
+            )
     if lm and mode != default.diagnostics and mode != "none":
         raise ConfigError(
             f"eval.diagnostics={mode} has no effect on task {task!r}: a language-model run "
