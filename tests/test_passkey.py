@@ -411,6 +411,31 @@ def test_a_sweep_with_passkey_grids_gets_their_section_and_heatmaps(tmp_path: Pa
     assert head + "## Where it fails\n" + tail == plain
 
 
+def test_a_sweep_whose_passkey_runs_all_failed_writes_every_report_without_heatmaps(
+    tmp_path: Path,
+) -> None:
+    """When no passkey run learned, eval.py stopped with "no result has a passkey grid" after
+    writing results.csv and results.json, leaving an old report.md beside them. Every report is
+    written; the section says why there are no heatmaps, and an old heatmap file is removed."""
+    from lab.reporting.pages import RESULTS as PUBLISHED
+    from lab.reporting.report import write_reports
+
+    runs = json.loads((PUBLISHED / "ablation" / "results.json").read_text())[:2]
+    for run, grid in zip(runs, RESULTS[:2], strict=True):
+        run["passkey"] = grid["passkey"]
+        run |= {"reached_target": False, "train_steps": run["config"]["train"]["steps"]}
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "passkey_grid.png").write_bytes(
+        (PUBLISHED / "passkey" / "passkey_grid.png").read_bytes()
+    )
+    paths = write_reports(runs, out)
+    assert "passkey" not in paths and not (out / "passkey_grid.png").exists()
+    report = paths["markdown"].read_text()
+    assert "No heatmaps: no passkey run learned its task within its budget." in report
+    assert "passkey_grid.png" not in report
+
+
 def _inside(legend, figure) -> bool:
     """Whether ``legend``'s drawn box lies within ``figure``'s (after a draw)."""
     box, frame = legend.get_window_extent(), figure.bbox

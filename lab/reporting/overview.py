@@ -30,7 +30,7 @@ from lab.common.outputs import PASSKEY_FIGURE
 from lab.diagnostics.report import diagnostics_section
 from lab.evaluation.labels import run_label
 from lab.evaluation.learned import LEARNED
-from lab.lm.passkey import passkey_table
+from lab.lm.passkey import grouped, passkey_table
 from lab.reporting.aggregate import (
     differences_table,
     groups,
@@ -149,8 +149,11 @@ def passkey_section(results: list[Result]) -> list[str]:
         "",
         table,
         "",
-        f"![passkey exact-match by depth and length]({PASSKEY_FIGURE})",
-        "",
+        *(  # drawn only from learned runs: none learned, no heatmaps
+            [f"![passkey exact-match by depth and length]({PASSKEY_FIGURE})", ""]
+            if grouped(results)
+            else ["No heatmaps: no passkey run learned its task within its budget.", ""]
+        ),
     ]
 
 

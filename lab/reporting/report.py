@@ -21,6 +21,7 @@ from lab.diagnostics.figures import attention_figure
 from lab.diagnostics.report import diagnosed
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.labels import one_run_twice, ordered
+from lab.lm.passkey import grouped
 from lab.lm.passkey_figure import passkey_figure
 from lab.lm.report import LM_REPORT_NAMES, write_lm_reports
 from lab.reporting import sweep_figures
@@ -112,7 +113,7 @@ def write_synthetic_reports(
         sweep_figures.order_sensitivity_figure(results), out / "order_sensitivity.png"
     )
 
-    if any(r.get("passkey") for r in results):
+    if grouped(results):  # a learned run's grid to draw (a run not learned measures none)
         passkey_figure(results, out / PASSKEY_FIGURE)
         paths["passkey"] = out / PASSKEY_FIGURE
     if diagnosed(results):
