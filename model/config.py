@@ -142,10 +142,7 @@ class ModelConfig:
                 f"model.position={self.position!r} is causal only; set model.causal=true"
             )
         check_layout(layers, self.n_heads, self.causal, self._layout_key())
-        plain = is_plain(layers, self.position, self.n_heads)
-        if plain and all(layer.window is None for layer in layers):
-            self.layout, self.heads, self.nope_every = None, None, 0  # the scheme alone:
-            # one model, one run and one label however the layout spelled it (rope,rope)
+        plain = self._drop_plain_layout(layers)
         members = [] if plain else scheme_names(layers)
         options = {}
         for name in {**dict(self.options), self.position: {}, **dict.fromkeys(members)}:
@@ -161,6 +158,15 @@ class ModelConfig:
         for member in member_configs(self, layers, options).values() if members else ():
             scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
+
+    def _drop_plain_layout(self, layers: tuple) -> bool:
+        """Whether ``layers`` run ``position`` alone on every head; with no window either, the
+        layout keys say nothing more and are cleared: one model, one run and one label however
+        the layout spelled it (``rope,rope``, ``none`` with ``nope_every=2``)."""
+        plain = is_plain(layers, self.position, self.n_heads)
+        if plain and all(layer.window is None for layer in layers):
+            self.layout, self.heads, self.nope_every = None, None, 0
+        return plain
 
     def _layout_key(self) -> str:
         """The key that sets the layout, with its value, for messages: ``model.layout='...'``,

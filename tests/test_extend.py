@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import jsonschema
 import pytest
 import torch
 from conftest import one_error_line
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
@@ -946,3 +948,34 @@ def test_a_study_out_dir_inside_its_corpus_is_refused_by_its_own_name(tmp_path):
     with pytest.raises(ConfigError, match=r"^out_dir='.*/corpus/study' lies inside data.options"):
         plan({**raw, "out_dir": str(out_dir)})
     assert not out_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"scratch": 5}, "scratch=5 is not a mapping"),
+        ({"base": 5}, "base=5 is not a mapping"),
+        ({"fine_tune": 5}, "fine_tune=5 is not a mapping"),
+        ({"zero_shot": [1]}, "zero_shot=[1] is not a mapping"),
+        ({"zero_shot": {"linear": 3}}, "zero_shot.linear=3 is not a mapping"),
+        ({"fine_tune": {"settings": [1]}}, "fine_tune.settings=[1] is not a mapping"),
+        ({"fine_tune": {"rules": {"yarn": 4}}}, "fine_tune.rules.yarn=4 is not a mapping"),
+        ({"fine_tune": {"rule": {}}}, "fine_tune has unknown keys ['rule']"),
+    ],
+)
+def test_a_study_section_of_the_wrong_kind_is_one_line(tmp_path, edit, message):
+    """``scratch: 5`` or ``zero_shot: [1]`` in a study file was an AttributeError traceback
+    ('int' object has no attribute 'items'); each is one line naming the section."""
+    study = OmegaConf.to_container(OmegaConf.load(CONFIGS / "lm_extend.yaml")) | edit
+    OmegaConf.save(study, tmp_path / "study.yaml")
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        read_study(tmp_path / "study.yaml")
+
+
+def test_bad_fine_tuning_settings_are_named_as_the_settings_not_a_rule():
+    """A bad value under fine_tune.settings was blamed on the first rule (``fine_tune.rules.
+    linear sets options of the parents' scheme``); it names fine_tune.settings."""
+    raw = read_study(CONFIGS / "lm_extend.yaml")
+    raw["fine_tune"]["settings"]["train"]["steps"] = "abc"
+    with pytest.raises(ConfigError, match=r"^fine_tune\.settings: train\.steps: "):
+        plan(raw)

@@ -92,6 +92,7 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
         raise ConfigError(
             f"study {str(path)!r} has unknown sections {unknown}; allowed: {', '.join(STUDY_KEYS)}"
         )
+    check_sections(raw)
     raw["base"] = dotted(raw.get("base"))
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -123,6 +124,31 @@ def read_study(path: str | Path, overrides: list[str] = ()) -> dict[str, Any]:
     return raw
 
 
+def check_sections(raw: dict[str, Any]) -> None:
+    """Refuse a study section of the wrong kind (``scratch: 5``, ``zero_shot: [1]``, a rule
+    that is no mapping, ``fine_tune.settings: [1]``), before anything reads it.
+
+    Raises:
+        ConfigError: one line naming the section, what it holds and what it must be.
+    """
+    tune = raw.get("fine_tune")
+    sections = {k: raw.get(k) for k in ("base", "zero_shot", "fine_tune", "scratch")}
+    if isinstance(tune, dict):
+        unknown = sorted(set(tune) - {"settings", "rules"})
+        if unknown:
+            raise ConfigError(f"fine_tune has unknown keys {unknown}; allowed: settings, rules")
+        sections |= {f"fine_tune.{k}": tune.get(k) for k in ("settings", "rules")}
+    for name in ("zero_shot", "fine_tune.rules"):
+        if isinstance(sections.get(name), dict):
+            sections |= {f"{name}.{label}": v for label, v in sections[name].items()}
+    for name, value in sections.items():
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(
+                f"{name}={value!r} is not a mapping; give {name} as KEY: VALUE entries "
+                "(see configs/lm_extend.yaml)"
+            )
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -142,21 +168,22 @@ def equal_budget_steps(parent: list[str], child: list[str], scratch: list[str]) 
     return max(1, round(tokens / (own.train.batch_size * own.data.train_max_length)))
 
 
-def check_language_model(study: Study) -> None:
-    """Refuse a study whose parents train an exact-match task: its report compares perplexity
-    by length, and would fail only after every arm trained.
+def check_language_model(base: list[str]) -> None:
+    """Refuse a study whose parents (``base`` overrides) train an exact-match task, before any
+    config is built: its report compares perplexity by length, and would fail only after every
+    arm trained (or on a language-model setting that task cannot take).
 
     Raises:
         ConfigError: one line naming the task and the language-model tasks.
     """
-    for spec in study.parents:
-        task = load_config(None, spec.overrides).data.task
-        if not task_class(task).language_model:
-            tasks = [name for name in available_tasks() if task_class(name).language_model]
-            raise ConfigError(
-                f"data.task={task!r} is not a language-model task; the extend study compares "
-                f"perplexity by length: use one of {', '.join(tasks)}"
-            )
+    given = [item.partition("=")[2] for item in base if item.startswith("data.task=")]
+    task = given[-1] if given else load_config(None, []).data.task
+    if task in available_tasks() and not task_class(task).language_model:
+        tasks = [name for name in available_tasks() if task_class(name).language_model]
+        raise ConfigError(
+            f"data.task={task!r} is not a language-model task; the extend study compares "
+            f"perplexity by length: use one of {', '.join(tasks)}"
+        )
 
 
 def plan(raw: dict[str, Any]) -> Study:
@@ -188,6 +215,7 @@ def plan(raw: dict[str, Any]) -> Study:
             )
         longer = [f"data.train_min_length={factor * low}", f"data.train_max_length={factor * high}"]
         longer.append(f"eval.max_length_factor={parent.eval.max_length_factor / factor:g}")
+        check_settings(raw, [*base, *longer])
         spec = RunSpec(f"parent-seed{seed}", [*base, f"run_dir={out_dir}/parent-seed{seed}"])
         for label, options in (raw.get("zero_shot") or {}).items():
             spec.evaluations[label] = dotted(options, "eval.position_options.")
@@ -228,6 +256,20 @@ def rule_named(where: str, position: str) -> Iterator[None]:
         raise ConfigError(
             f"{where} sets options of the parents' scheme {position!r} (model.position): {error}"
         ) from None
+
+
+def check_settings(raw: dict[str, Any], longer: list[str]) -> None:
+    """Refuse bad ``fine_tune.settings`` (every child's, on top of a parent's config at the
+    longer lengths ``longer``) in a line naming that section, not the first rule.
+
+    Raises:
+        ConfigError: ``fine_tune.settings: `` and the config's one-line error.
+    """
+    settings = dotted((raw.get("fine_tune") or {}).get("settings"))
+    try:
+        load_config(None, [*longer, *settings])
+    except ConfigError as error:
+        raise ConfigError(f"fine_tune.settings: {error}") from None
 
 
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")
@@ -365,9 +407,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_intermixed_args(argv)
     started = time.perf_counter()
     try:
-        study = plan(read_study(args.study, args.overrides))
-        check_program(study.out_dir, "extend-study")
-        check_language_model(study)
+        raw = read_study(args.study, args.overrides)
+        out_dir = str(raw.get("out_dir", "runs/lm_extend"))
+        if not output_problem(out_dir, "out_dir"):  # else plan names the problem
+            check_program(os.path.normpath(out_dir), "extend-study")
+        check_language_model(raw["base"])
+        study = plan(raw)
         workers = args.workers or torch.cuda.device_count() or os.cpu_count() or 1
         records, signum = run_study(study, workers, args.overwrite)
     except (ConfigError, OSError, ValueError) as error:
