@@ -17,6 +17,7 @@ from conftest import SWEEP_TINY, one_error_line
 import sweep
 from data import available_tasks
 from lab.common.config import ConfigError, load_config
+from lab.common.files import file_sha256
 from lab.sweeps.grid import exact_match_tasks
 from lab.sweeps.local import parallel_runs, worker_devices
 from lab.sweeps.sweep import expand, load_sweep
@@ -675,13 +676,18 @@ def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time
     assert timing["runs"] == {"trained": 2} and timing["machine"] and timing["seconds"] > 0
     copy = tmp_path / "copy"
     shutil.copytree(out_dir, copy)
-    before = (copy / "sweep.json").read_bytes()
+    before = json.loads((copy / "sweep.json").read_text())
     assert run_sweep(copy, "position=none,rope", "seed=0") == 0
     assert "0 run(s) trained, 0 only re-evaluated, 2 skipped" in capsys.readouterr().out
-    assert (copy / "sweep.json").read_bytes() == before  # the training pass's, kept
+    kept = json.loads((copy / "sweep.json").read_text())
+    assert {**kept, "files": None} == {**before, "files": None}  # the training pass's, kept
+    assert {"results.json", "report.md", "results.csv"} <= set(kept["files"])
+    for name, digest in kept["files"].items():  # the digests of the reports it rewrote
+        assert file_sha256(copy / name) == digest, name
     assert run_sweep(copy, "position=none,rope", "seed=0", "eval.samples=4") == 0  # work done
     rerun = json.loads((copy / "sweep.json").read_text())
     assert rerun["runs"] == {"evaluated": 2} and rerun["command"].endswith("eval.samples=4")
+    assert "reevaluated" not in rerun  # another command (eval.samples=4): its own time
 
 
 def test_a_skip_all_pass_of_another_command_is_no_result_to_publish(finished, tmp_path, capsys):
@@ -720,6 +726,65 @@ def test_reports_rewritten_by_eval_py_are_no_result_to_publish(finished, tmp_pat
     assert run_sweep(copy, "position=none,rope", "seed=0") == 0  # the sweep's settings again
     assert "reports_rewritten_by" not in json.loads((copy / "sweep.json").read_text())
     capsys.readouterr()
+
+
+def test_a_folder_eval_py_rewrote_with_the_sweeps_settings_is_publishable_again(
+    finished, tmp_path, capsys
+):
+    """eval.py over a sweep with its own settings marked the reports rewritten; the sweep's
+    command then skipped every run and kept the mark, so the folder could never be published
+    again short of --overwrite. The sweep's own skip-all pass drops the mark."""
+    import eval as eval_cli
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    assert eval_cli.main([str(copy), "--no-progress"]) == 0
+    assert "reports_rewritten_by" in json.loads((copy / "sweep.json").read_text())
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    assert "2 skipped" in capsys.readouterr().out
+    assert "reports_rewritten_by" not in json.loads((copy / "sweep.json").read_text())
+    readme.check_complete(copy, readme.FAMILIES["ablation"])  # publishable
+
+
+def test_a_pass_that_only_re_evaluates_keeps_the_training_time_and_machine(
+    finished, tmp_path, capsys
+):
+    """A pass of the same command that re-evaluated one run (its eval.json gone) replaced the
+    training pass's wall time and machine with its own, which a page then published as the
+    sweep's; they are kept, and the re-evaluation's time stands beside them."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = json.loads((copy / "sweep.json").read_text())
+    (copy / "rope-copy-seed0" / "eval.json").unlink()
+    assert run_sweep(copy, "position=none,rope", "seed=0") == 0
+    assert "1 only re-evaluated, 1 skipped" in capsys.readouterr().out
+    timing = json.loads((copy / "sweep.json").read_text())
+    assert timing["runs"] == {"evaluated": 1, "skipped": 1}
+    assert (timing["seconds"], timing["machine"]) == (before["seconds"], before["machine"])
+    assert timing["reevaluated"]["seconds"] > 0 and timing["reevaluated"]["machine"]
+
+
+@pytest.mark.parametrize("name", ["results.json", "report.md"])
+def test_a_report_file_not_the_sweeps_own_is_no_result_to_publish(finished, tmp_path, name):
+    """A results.json or report.md copied in from another sweep (same run count, same folder)
+    was published at exit 0 under this sweep's command; sweep.json records the SHA-256 of
+    every report file its last pass wrote, and publishing refuses one that differs."""
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    readme.check_complete(copy, readme.FAMILIES["ablation"])  # as written: accepted
+    if name == "results.json":  # the same records, written anew: another file all the same
+        records = json.loads((copy / name).read_text())
+        (copy / name).write_text(json.dumps(records, indent=1))
+    else:
+        (copy / name).write_text("# Evaluation report\n\nanother sweep's runs\n")
+    with pytest.raises(ValueError, match=f"{name} is not the file the sweep's last pass wrote"):
+        readme.check_complete(copy, readme.FAMILIES["ablation"])
 
 
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):

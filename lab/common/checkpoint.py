@@ -5,7 +5,6 @@ Also what a run folder holds, so that ``--overwrite`` deletes only what the proj
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from pathlib import Path
@@ -21,7 +20,7 @@ from lab.common.events.place import (
     is_claimed_events_folder,
     migrated_log_dir,
 )
-from lab.common.files import TMP_SUFFIX, atomic_writer, writable_folder
+from lab.common.files import TMP_SUFFIX, atomic_writer, file_sha256, writable_folder
 from lab.common.outputs import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
@@ -162,11 +161,7 @@ def checkpoint_digest(run_dir: str | Path) -> str:
     Raises:
         FileNotFoundError: see :func:`find_checkpoint`.
     """
-    digest = hashlib.sha256()
-    with find_checkpoint(run_dir).open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(find_checkpoint(run_dir))
 
 
 def load_checkpoint(run_dir: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import tempfile
@@ -219,3 +220,16 @@ def json_with_keys(*keys: str) -> Callable[[bytes], bool]:
         return isinstance(value, dict) and set(keys) <= set(value)
 
     return ours
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of the file ``path``'s bytes, read in 1 MiB blocks.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -438,12 +438,13 @@ def finish(
     failed = [r for r in records if r["status"] in ("failed", "interrupted")]
     for record in failed:
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
-    atomic_write(out_dir / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
-    write_timing(records, out_dir, seconds, workers, command=command)
+    text = json.dumps(results, indent=1, allow_nan=False) + "\n"
+    written = [atomic_write(out_dir / "results.json", text)]
     parents = {r["name"]: r for r in records if r["name"] in {p.name for p in study.parents}}
     if not any(r["status"] in ("trained", "evaluated", "skipped") for r in parents.values()):
         why = {n: f"{r['status']} ({r.get('error') or 'no error'})" for n, r in parents.items()}
         report = write_no_parent_report(out_dir, why)
+        write_timing(records, out_dir, seconds, workers, command=command, files=written)
         print(
             f"error: no comparison: no parent finished ({len(parents)} did not); see {report}",
             file=sys.stderr,
@@ -452,8 +453,11 @@ def finish(
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)
+        write_timing(records, out_dir, seconds, workers, command=command, files=written)
         print(f"error: no comparison written: {error}", file=sys.stderr)
         return 1
+    files = [*written, *paths.values()]
+    write_timing(records, out_dir, seconds, workers, command=command, files=files)
     print(paths["report"].read_text())
     print(f"{len(records)} runs in {seconds / 60:.1f} min; report: {paths['report']}")
     return 1 if failed else 0

@@ -33,11 +33,12 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from data import available_tasks, build_task, task_class
-from lab.common.files import atomic_write
+from lab.common.files import atomic_write, file_sha256
 from lab.common.outputs import REWRITTEN, SWEEP_JSON
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
@@ -211,6 +212,7 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
             "nothing (its runs were made by another command): its command and time are not "
             "the results'; re-run the sweep's own command (or give --overwrite)"
         )
+    check_digests(Path(sweep_dir), family, timing.get("files"))
     finished = sum(n for s, n in runs.items() if s in FINISHED and isinstance(n, int))
     counts = timing.get("results") if isinstance(timing.get("results"), dict) else {}
     for source, target in {**family.copied, **{n: n for n in family.optional}}.items():
@@ -220,6 +222,27 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
 
 FINISHED = ("trained", "skipped", "evaluated")
 """The statuses of ``sweep.json``'s ``runs`` whose runs a results file holds."""
+
+
+def check_digests(sweep_dir: Path, family: Family, digests: Any) -> None:
+    """Refuse a file the page would copy whose SHA-256 is not the one ``sweep.json`` records
+    for it (``digests``: :func:`lab.sweeps.summary.write_timing`'s ``files``; a ``sweep.json``
+    written before they were recorded is not checked): a results file, report or figure
+    edited, or copied in from another sweep, would be published as this sweep's.
+
+    Raises:
+        ValueError: one line naming the file.
+    """
+    if not isinstance(digests, dict):
+        return
+    for source in (*family.copied, *family.optional):
+        path = sweep_dir / source
+        if source in digests and path.is_file() and file_sha256(path) != digests[source]:
+            raise ValueError(
+                f"{shown(path)} is not the file the sweep's last pass wrote (its SHA-256 is not "
+                f"the one {SWEEP_JSON} records): edited, or copied from another sweep; re-run "
+                "the sweep command to remake it"
+            )
 
 
 def check_runs_counted(path: Path, finished: int, counts: dict | None = None) -> None:

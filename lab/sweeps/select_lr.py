@@ -396,7 +396,7 @@ def main(argv: list[str]) -> int:
         meta = {"command": command, "rates": rates, "seeds": sorted({a.seed for a in arms})}
         meta |= {"recipe": recipe(configs)}
         path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
-        write_timing(records, Path(sweep.out_dir), seconds, workers, command=command)
+        write_timing(records, Path(sweep.out_dir), seconds, workers, command=command, files=[path])
         atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
     except (ConfigError, OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -8,9 +8,10 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
-from lab.common.files import atomic_write
+from lab.common.files import atomic_write, file_sha256
 from lab.common.machine import describe, machine_info
 from lab.common.outputs import REWRITTEN, SWEEP_JSON, is_ours
 from lab.stats.verdicts import SMOKE_NOTE
@@ -111,7 +112,7 @@ def _write(
         unwritten = f"error: the report was not written: {error}"
     synthetic = [r for r in results if r.get("kind") != "lm"]
     if results and not unwritten:
-        paths["timing"] = write_timing(records, out_dir, **timing)
+        paths["timing"] = write_timing(records, out_dir, **timing, files=list(paths.values()))
     if synthetic and not unwritten:
         try:
             paths["tensorboard_means"] = write_sweep_tensorboard(synthetic, out_dir)
@@ -168,41 +169,72 @@ def write_timing(
     workers: int,
     smoke: bool = False,
     command: str | None = None,
+    files: Iterable[Path] = (),
 ) -> Path:
     """Write ``OUT_DIR/sweep.json``: the command line that made the sweep (``command``, e.g.
     ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
     seconds, workers, runs by status, the evaluation records its results files hold
-    (``results``: :func:`record_counts`; several per run evaluated several ways), the machine,
-    and ``"smoke": true`` for a smoke sweep.
+    (``results``: :func:`record_counts`; several per run evaluated several ways), the SHA-256
+    of each report file this pass wrote (``files``: name -> digest, which publishing checks,
+    so a file edited or copied in from another sweep is never published as this one's), the
+    machine, and ``"smoke": true`` for a smoke sweep.
 
-    A pass that skipped every run (a re-run of a finished sweep) leaves the ``sweep.json``
-    already there as it is, when the project wrote it for the same command
-    (:func:`same_command`): its wall time stays the one of the pass that trained. Another
-    command's pass writes its own, with its own (skipped) counts, which publishing refuses as
-    no result (:func:`lab.reporting.readme.check_complete`). A pass where a run failed or was
-    stopped always writes its counts, so the reports it rewrote without that run are never published
-    as the whole sweep (:func:`lab.reporting.readme.check_complete`). A pass that goes on with
-    an unfinished one of the same command adds that pass's seconds (:func:`unfinished_pass`).
+    A pass that skipped every run (a re-run of a finished sweep) keeps the ``sweep.json``
+    already there, when the project wrote it for the same command (:func:`same_command`): its
+    wall time stays the one of the pass that trained; only the digests of the reports it
+    rewrote are new (and a mark of ``eval.py`` having rewritten them is dropped). A pass of
+    the same command that trained nothing but re-evaluated keeps the training pass's time
+    and machine too, and adds its own under ``reevaluated``. Another command's pass writes its
+    own, with its own counts, which publishing refuses as no result
+    (:func:`lab.reporting.readme.check_complete`). A pass where a run failed or was stopped
+    always writes its counts, so the reports it rewrote without that run are never published
+    as the whole sweep. A pass that goes on with an unfinished one of the same command adds
+    that pass's seconds (:func:`unfinished_pass`).
     """
     path = out_dir / SWEEP_JSON
-    if records and all(r["status"] == "skipped" for r in records) and same_command(path, command):
-        return path
+    digests = {Path(f).name: file_sha256(f) for f in files}
+    statuses = {r["status"] for r in records}
+    if records and statuses == {"skipped"} and same_command(path, command):
+        kept = {k: v for k, v in json.loads(path.read_text()).items() if k != REWRITTEN}
+        return atomic_write(path, json.dumps(kept | {"files": digests}, indent=2) + "\n")
     earlier = unfinished_pass(path, command)
+    trained = None if earlier or "trained" in statuses else training_pass(path, command)
     info = machine_info()
     timing = {
         "command": command,
         "seconds": round(seconds + (earlier["seconds"] if earlier else 0), 1),
         "workers": workers,
-        "runs": {s: sum(r["status"] == s for r in records) for s in {r["status"] for r in records}},
+        "runs": {s: sum(r["status"] == s for r in records) for s in statuses},
         "results": record_counts(result_records(records)),
+        "files": digests,
         "machine": describe(info),
         "machine_info": info,
     }
+    if trained:  # the time and machine of the training, and this pass's beside them
+        timing["reevaluated"] = {"seconds": timing["seconds"], "machine": timing["machine"]}
+        timing |= {k: trained[k] for k in TRAINING_KEYS if k in trained}
     if earlier:
         timing["passes"] = earlier.get("passes", 1) + 1
     if smoke:
         timing["smoke"] = True
     return atomic_write(path, json.dumps(timing, indent=2) + "\n")
+
+
+TRAINING_KEYS = ("seconds", "workers", "machine", "machine_info", "passes")
+"""What a re-evaluating pass keeps of the pass that trained the runs (:func:`write_timing`)."""
+
+
+def training_pass(path: Path, command: str | None) -> dict | None:
+    """The ``sweep.json`` at ``path`` when the project wrote it for a pass of ``command`` (its
+    ``out_dir=`` aside, :func:`same_command`) that trained runs and finished them all: a pass
+    that only re-evaluates them keeps its time and machine; else None."""
+    if not same_command(path, command):
+        return None
+    earlier = json.loads(path.read_text())
+    runs = earlier.get("runs") or {}
+    if not runs.get("trained") or any(runs.get(s) for s in UNFINISHED):
+        return None
+    return earlier
 
 
 def same_command(path: Path, command: str | None) -> bool:
