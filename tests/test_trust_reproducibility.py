@@ -147,7 +147,13 @@ def test_bad_compare_arguments_are_one_line_naming_the_file(sweeps, tmp_path, ca
     for result in unlearned:
         result["summary"]["in_dist"] = 0.0
     (tmp_path / "unlearned.json").write_text(json.dumps(unlearned))
-    assert sweep.main(["--compare", *[str(tmp_path / "unlearned.json")] * 2]) == 2
+    (tmp_path / "unlearned_b.json").write_text(json.dumps(unlearned))
+    assert (
+        sweep.main(
+            ["--compare", *[str(tmp_path / n) for n in ("unlearned.json", "unlearned_b.json")]]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot compare {tmp_path / 'unlearned.json'} with ")
     assert "no cell holds learned runs in both sweeps" in err and "\n" not in err
@@ -163,6 +169,8 @@ def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
     import sweep
 
     good = str(PAGES / "amd_epyc_results.json")
+    twin = tmp_path / "twin.json"  # the same runs in another file (one file twice is refused)
+    twin.write_bytes(Path(good).read_bytes())
     fewer = tmp_path / "fewer.json"
     fewer.write_text(json.dumps(sweeps[1][2:]))
     assert sweep.main(["--compare", good, str(fewer)]) == 2
@@ -191,21 +199,21 @@ def test_compare_names_each_sides_runs_and_refuses_what_it_cannot_compare(
     victims[1].write_text("my notes\n")
     for victim in victims:
         before = victim.read_bytes()
-        assert sweep.main(["--compare", good, good, "--out", str(victim)]) == 2
+        assert sweep.main(["--compare", good, str(twin), "--out", str(victim)]) == 2
         err = capsys.readouterr().err
         assert "is a file this command did not write" in err and victim.read_bytes() == before
     run = tmp_path / "run"  # a run's folder: refused as every output folder is
     run.mkdir()
     (run / "checkpoint.pt").write_bytes(b"weights")
-    assert sweep.main(["--compare", good, good, "--out", str(run / "page.md")]) == 2
+    assert sweep.main(["--compare", good, str(twin), "--out", str(run / "page.md")]) == 2
     assert "lies in a folder refused for output" in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt"]
     page = tmp_path / "page.md"  # a page it wrote is replaced
-    assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0
-    assert sweep.main(["--compare", good, good, "--out", str(page)]) == 0
+    assert sweep.main(["--compare", good, str(twin), "--out", str(page)]) == 0
+    assert sweep.main(["--compare", good, str(twin), "--out", str(page)]) == 0
     capsys.readouterr()
     missing = tmp_path / "no such folder" / "page.md"
-    assert sweep.main(["--compare", good, good, "--out", str(missing)]) == 2
+    assert sweep.main(["--compare", good, str(twin), "--out", str(missing)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --out=") and "does not exist" in err and "\n" not in err
     assert not missing.parent.exists()
@@ -219,6 +227,41 @@ def test_a_comparison_of_two_settings_speaks_of_settings_not_machines(sweeps) ->
     assert "the setting's effect B - A paired by seed" in page
     assert "## Cells not shown to be the same on both settings" in page
     assert "machine" not in page
+
+
+def test_a_scheme_learned_on_one_side_only_is_named_not_dropped(sweeps) -> None:
+    """--compare pairs only seeds learned on both sides, so a setting that made ALiBi learn on
+    every seed read as "the same within 5 points, 5 of 5" with ALiBi nowhere on the page; the
+    cells learned on one side only are counted and listed."""
+    a = sweeps[0]
+    b = copy.deepcopy(a)
+    for result in b:
+        if result["position"] == "alibi" and result["task"] == "copy":
+            result["summary"]["in_dist"] = 0.5  # not learned in B
+    c = compare_sweeps(a, b, "setting")
+    assert c["learned_differs"] == [
+        {"task": "copy", "scheme": "alibi", "learned_a": 3, "learned_b": 0, "seeds": 3}
+    ]
+    assert all(row["scheme"] != "alibi" or row["task"] != "copy" for row in c["cells"])
+    page = markdown(c, "A", "B", kind="setting")
+    assert "- **Learned on one setting only** (seeds learned A -> B; not in the cells): " in page
+    assert "copy alibi (3 -> 0 of 3)" in page and "| copy | alibi | 3 | 3 | 0 |" in page
+    assert (
+        "learned_differs" in compare_sweeps(a, copy.deepcopy(a))
+        and not compare_sweeps(a, copy.deepcopy(a))["learned_differs"]
+    )
+
+
+def test_a_file_compared_with_itself_is_refused(tmp_path, capsys) -> None:
+    """``--compare A A`` printed "the same sweep on two machines, 30 of 30 bit-identical"."""
+    import sweep
+
+    path = PAGES / "amd_epyc_results.json"
+    (tmp_path / "link.json").symlink_to(path)
+    for b in (path, tmp_path / "link.json"):
+        assert sweep.main(["--compare", str(path), str(b)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "are one file" in err and "\n" not in err
 
 
 EARLY = Path(__file__).parent.parent / "docs" / "results" / "early-stopping"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from lab.common.files import atomic_write
 from lab.common.outputs import output_file_in_place
 from lab.evaluation.labels import flat_settings
-from lab.evaluation.learned import learned_only
+from lab.evaluation.learned import is_learned, learned_only
 from lab.reporting.aggregate import HEADLINE, family, groups, seed_values, tasks
 from lab.reporting.findings import decided
 from lab.stats.seed_stats import ALPHA, paired
@@ -97,6 +98,32 @@ def cell_shifts(a: list[Result], b: list[Result]) -> list[dict[str, Any]]:
     return rows
 
 
+def learned_differs(
+    ka: dict[tuple[str, str, int], Result], kb: dict[tuple[str, str, int], Result]
+) -> list[dict[str, Any]]:
+    """The (task, arm) cells whose runs learned (:mod:`lab.evaluation.learned`) on one side but
+    not the other: the cells compare only seeds learned on both, so without this list a
+    setting that makes a scheme learn (or stop learning) would read as no effect.
+
+    Returns:
+        Rows with ``task``, ``scheme``, ``learned_a``, ``learned_b`` (seeds learned) and
+        ``seeds``, one per cell where a seed is learned on one side only.
+    """
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for key in sorted(ka):
+        arm, task, _ = key
+        row = rows.setdefault(
+            (task, arm), {"task": task, "scheme": arm, "learned_a": 0, "learned_b": 0, "seeds": 0}
+        )
+        row["learned_a"] += is_learned(ka[key])
+        row["learned_b"] += is_learned(kb[key])
+        row["seeds"] += 1
+        row["differs"] = row.get("differs", False) or is_learned(ka[key]) != is_learned(kb[key])
+    return [
+        {k: v for k, v in row.items() if k != "differs"} for row in rows.values() if row["differs"]
+    ]
+
+
 def _mean(values: dict[int, float], seeds: tuple[int, ...]) -> float:
     return sum(values[s] for s in seeds) / len(seeds)
 
@@ -147,6 +174,7 @@ def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> d
     ca, cb = claims(a), claims(b)
     va, vb = verdicts(a), verdicts(b)
     return {
+        "learned_differs": learned_differs(ka, kb),
         "runs": len(ka),
         "identical": sum(identical(ka[k], kb[k]) for k in ka),
         "cells": cell_shifts(a, b),
@@ -211,6 +239,7 @@ def markdown(
         f"{100 * shifts[len(shifts) // 2]:.1f} points, largest {worst['task']} "
         f"{worst['scheme']} at {worst['where']}: {100 * worst['mean_a']:.1f}% -> "
         f"{100 * worst['mean_b']:.1f}% ({_span(worst)}).",
+        *learned_line(c.get("learned_differs") or [], both),
         f"- Significance claims (seed level, Holm) on both {both}: {len(c['claims_both'])}; "
         f"on A only: {len(c['claims_a_only'])}; on B only: {len(c['claims_b_only'])}.",
         "",
@@ -221,6 +250,19 @@ def markdown(
     ]
     for name, (x, y) in c["verdicts"].items():
         lines.append(f"| {name} | {x} | {y} | {'yes' if x == y else '**no**'} |")
+    if c.get("learned_differs"):
+        lines += ["", f"## Runs learned on one {both[:-1]} only", ""]
+        lines += [
+            "Left out of the cells above, which pair only seeds learned on both: "
+            f"{effect} on whether a run learns at all.",
+            "",
+            "| task | scheme | seeds | learned in A | learned in B |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['task']} | {r['scheme']} | {r['seeds']} | {r['learned_a']} | {r['learned_b']} |"
+            for r in c["learned_differs"]
+        ]
     lines += ["", f"## Significance claims that hold on one {both[:-1]} only", ""]
     lines += [f"- {claim} (A only)" for claim in c["claims_a_only"]]
     lines += [f"- {claim} (B only)" for claim in c["claims_b_only"]]
@@ -237,6 +279,22 @@ def markdown(
                 f"{row['verdict']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def learned_line(rows: list[dict[str, Any]], both: str) -> list[str]:
+    """The summary bullet naming the cells whose runs learned on one side only (none: no
+    bullet)."""
+    if not rows:
+        return []
+    named = ", ".join(
+        f"{r['task']} {r['scheme']} ({r['learned_a']} -> {r['learned_b']} of {r['seeds']})"
+        for r in rows[:4]
+    )
+    more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
+    return [
+        f"- **Learned on one {both[:-1]} only** (seeds learned A -> B; not in the cells): "
+        f"{named}{more}."
+    ]
 
 
 WORDS = ("agrees", "disagrees", "inconclusive")
@@ -317,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is not None:  # checked before the work: a file in an existing folder
             output_file_in_place(str(args.out), ours=lambda text: text.startswith(TITLES))
         a, b = (read_results(p) for p in args.results)
+        a_path, b_path = args.results
+        if os.path.samefile(a_path, b_path):  # both read: each exists
+            raise ValueError(
+                f"{a_path} and {b_path} are one file: a sweep compared with itself says "
+                "nothing of two machines or settings; give the other sweep's results.json"
+            )
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
