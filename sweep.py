@@ -205,5 +205,5 @@ def _slurm_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-if __name__ == "__main__":
-    run_program("sweep.py", main, STOPPED)
+if __name__ == "__main__":  # a stop between runs, or in the report, names the command again
+    run_program("sweep.py", main, f"{STOPPED}: {shlex.join(['python', *sys.argv])}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -167,7 +168,10 @@ def test_sigterm_while_a_sweep_writes_its_report_is_one_line_and_the_rerun_write
     process.send_signal(signal.SIGTERM)
     rc, _, err = finish(process)
     assert rc == 143
-    assert err.splitlines()[-1] == f"sweep.py: interrupted by SIGTERM; {sweep.STOPPED}"
+    again_line = shlex.join(["python", *command])  # the command to resume with, as elsewhere
+    assert (
+        err.splitlines()[-1] == f"sweep.py: interrupted by SIGTERM; {sweep.STOPPED}: {again_line}"
+    )
     assert "Traceback" not in err
     assert not (out / "report.md").exists() and not list(out.glob(".*.tmp"))
     again = subprocess.run(
