@@ -206,4 +206,4 @@ def _slurm_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 if __name__ == "__main__":  # a stop between runs, or in the report, names the command again
-    run_program("sweep.py", main, f"{STOPPED}: {shlex.join(['python', *sys.argv])}")
+    run_program("sweep.py", main, f"{STOPPED}: {shlex.join(['python', 'sweep.py', *sys.argv[1:]])}")

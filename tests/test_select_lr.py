@@ -175,7 +175,7 @@ def test_a_rate_is_trained_exactly_as_given() -> None:
     ("extra", "message"),
     [
         (["--seeds", "0"], "--seeds='0' includes the sweep's own seed(s) [0]"),
-        (["model.layout=rope"], "sets model.layout='rope' (a hybrid layout"),
+        (["model.layout=rope@4"], "sets model.layout='rope@4' (a hybrid layout"),
         (["model.heads=rope:2+none:2"], "sets model.heads='rope:2+none:2' (a hybrid layout"),
         (
             ["model.window=4,8"],
