@@ -29,7 +29,7 @@ from lab.common.signals import run_program
 from lab.stats.verdicts import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
 from lab.sweeps.local import STOPPED, parallel_runs, run_all, stopped_line
-from lab.sweeps.summary import report
+from lab.sweeps.summary import report, write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, expand, load_sweep, prepare_out_dir
 from lab.sweeps.workers import MAX_WORKERS
 
@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         workers = parallel_runs(len(specs), args.workers, args.runs_per_device, gpus, cpus)
         print(f"{len(specs)} runs into {sweep.out_dir}/ with {workers} worker(s)")
         records, signum = run_all(specs, workers, torch.cuda.device_count())
-    if signum is not None:
-        print("\n" + stopped_line(signum, shlex.join(["python", *sys.argv])), file=sys.stderr)
-        return 128 + signum
     seconds = time.perf_counter() - started
     command = shlex.join(["python", "sweep.py", *argv])  # recorded in sweep.json
+    if signum is not None:  # its time and counts, so the pass that goes on adds to them
+        write_timing(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
+        print("\n" + stopped_line(signum, shlex.join(["python", *sys.argv])), file=sys.stderr)
+        return 128 + signum
     return report(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
 
 

@@ -687,7 +687,7 @@ def test_sweep_json_records_the_command_and_a_skip_all_rerun_keeps_its_wall_time
     assert run_sweep(copy, "position=none,rope", "seed=0", "eval.samples=4") == 0  # work done
     rerun = json.loads((copy / "sweep.json").read_text())
     assert rerun["runs"] == {"evaluated": 2} and rerun["command"].endswith("eval.samples=4")
-    assert "reevaluated" not in rerun  # another command (eval.samples=4): its own time
+    assert rerun["seconds"] == before["seconds"] and rerun["trained_by"] == made  # training's
 
 
 def test_a_skip_all_pass_of_another_command_is_no_result_to_publish(finished, tmp_path, capsys):

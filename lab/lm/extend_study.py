@@ -419,10 +419,11 @@ def main(argv: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
-    if signum is not None:
+    seconds = time.perf_counter() - started
+    if signum is not None:  # its time and counts, so the pass that goes on adds to them
+        write_timing(records, Path(study.out_dir), seconds, workers, command=command)
         print("\n" + stopped_line(signum, command), file=sys.stderr)
         return 128 + signum
-    seconds = time.perf_counter() - started
     return finish(records, study, seconds, workers, command)
 
 

@@ -478,11 +478,26 @@ def provenance(results: list[Result], sweep: dict[str, Any] | None, family: Fami
         passes = f" over {sweep['passes']} passes" if sweep.get("passes", 1) > 1 else ""
         return (
             f"{head}, in **{sweep['seconds'] / 60:.1f} min**{passes} with {sweep['workers']} "
-            f"worker(s) on {sweep['machine']}."
+            f"worker(s) on {sweep['machine']}{reevaluated(sweep)}."
         )
     machines = sorted({describe(r["machine"]) for r in results if r.get("machine")})
     where = f" on {'; '.join(machines)}" if machines else ""
     return f"{head}{where}; {family.recorded}."
+
+
+def reevaluated(sweep: dict[str, Any]) -> str:
+    """``'; trained by `CMD`, re-evaluated in 0.4 min on MACHINE'`` for a ``sweep.json`` whose
+    last pass only re-evaluated (:func:`lab.sweeps.summary.write_timing`: the time above is
+    the training's), naming the training's command when it was another; else ``''``."""
+    again = sweep.get("reevaluated")
+    if not isinstance(again, dict):
+        return ""
+    by = sweep.get("trained_by")
+    trained = f"; trained by `{by}`" if by and by != sweep.get("command") else ""
+    return (
+        f"{trained}; its reports re-evaluated in {again.get('seconds', 0) / 60:.1f} min on "
+        f"{again.get('machine', 'an unrecorded machine')}"
+    )
 
 
 def noted(family: Family, sweep: dict[str, Any] | None) -> str:

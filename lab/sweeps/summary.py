@@ -182,13 +182,15 @@ def write_timing(
     A pass that skipped every run (a re-run of a finished sweep) keeps the ``sweep.json``
     already there, when the project wrote it for the same command (:func:`same_command`): its
     wall time stays the one of the pass that trained; only the digests of the reports it
-    rewrote are new (and a mark of ``eval.py`` having rewritten them is dropped). A pass of
-    the same command that trained nothing but re-evaluated keeps the training pass's time
-    and machine too, and adds its own under ``reevaluated``. Another command's pass writes its
-    own, with its own counts, which publishing refuses as no result
-    (:func:`lab.reporting.readme.check_complete`). A pass where a run failed or was stopped
-    always writes its counts, so the reports it rewrote without that run are never published
-    as the whole sweep. A pass that goes on with an unfinished one of the same command adds
+    rewrote are new (and a mark of ``eval.py`` having rewritten them is dropped). A pass that
+    trained nothing but re-evaluated (its own command or another's eval.* values) keeps the
+    training pass's time and machine too (:func:`training_pass`), adds its own under
+    ``reevaluated`` and names the training's command (``trained_by``). A stopped pass writes
+    its counts too, so the pass that goes on adds its time (:func:`unfinished_pass`).
+    Another command's pass that skipped every run writes its own counts, which publishing
+    refuses as no result (:func:`lab.reporting.readme.check_complete`). A pass where a run
+    failed or was stopped always writes its counts, so the reports it rewrote without that
+    run are never published as the whole sweep. A pass that goes on with an unfinished one of the same command adds
     that pass's seconds (:func:`unfinished_pass`).
     """
     path = out_dir / SWEEP_JSON
@@ -198,7 +200,8 @@ def write_timing(
         kept = {k: v for k, v in json.loads(path.read_text()).items() if k != REWRITTEN}
         return atomic_write(path, json.dumps(kept | {"files": digests}, indent=2) + "\n")
     earlier = unfinished_pass(path, command)
-    trained = None if earlier or "trained" in statuses else training_pass(path, command)
+    only_evaluated = "evaluated" in statuses and statuses <= {"skipped", "evaluated"}
+    trained = training_pass(path) if only_evaluated and not earlier else None
     info = machine_info()
     timing = {
         "command": command,
@@ -213,6 +216,7 @@ def write_timing(
     if trained:  # the time and machine of the training, and this pass's beside them
         timing["reevaluated"] = {"seconds": timing["seconds"], "machine": timing["machine"]}
         timing |= {k: trained[k] for k in TRAINING_KEYS if k in trained}
+        timing["trained_by"] = trained.get("trained_by", trained.get("command"))
     if earlier:
         timing["passes"] = earlier.get("passes", 1) + 1
     if smoke:
@@ -224,15 +228,17 @@ TRAINING_KEYS = ("seconds", "workers", "machine", "machine_info", "passes")
 """What a re-evaluating pass keeps of the pass that trained the runs (:func:`write_timing`)."""
 
 
-def training_pass(path: Path, command: str | None) -> dict | None:
-    """The ``sweep.json`` at ``path`` when the project wrote it for a pass of ``command`` (its
-    ``out_dir=`` aside, :func:`same_command`) that trained runs and finished them all: a pass
-    that only re-evaluates them keeps its time and machine; else None."""
-    if not same_command(path, command):
+def training_pass(path: Path) -> dict | None:
+    """The ``sweep.json`` at ``path`` when the project wrote it for a pass that trained the
+    runs (or kept the time of one that did) and finished them all: a pass that only
+    re-evaluates them, under its own command or another's eval.* values, keeps its time and
+    machine; else None."""
+    if not is_ours(path):
         return None
     earlier = json.loads(path.read_text())
     runs = earlier.get("runs") or {}
-    if not runs.get("trained") or any(runs.get(s) for s in UNFINISHED):
+    trained = runs.get("trained") or "reevaluated" in earlier
+    if not trained or any(runs.get(s) for s in UNFINISHED):
         return None
     return earlier
 
