@@ -190,8 +190,8 @@ def write_timing(
     Another command's pass that skipped every run writes its own counts, which publishing
     refuses as no result (:func:`lab.reporting.readme.check_complete`). A pass where a run
     failed or was stopped always writes its counts, so the reports it rewrote without that
-    run are never published as the whole sweep. A pass that goes on with an unfinished one of the same command adds
-    that pass's seconds (:func:`unfinished_pass`).
+    run are never published as the whole sweep. A pass that goes on with an unfinished one of
+    the same command adds that pass's seconds (:func:`unfinished_pass`).
     """
     path = out_dir / SWEEP_JSON
     digests = {Path(f).name: file_sha256(f) for f in files}
