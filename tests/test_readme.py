@@ -578,3 +578,23 @@ def test_the_steps_line_gives_each_task_its_range_and_true_median() -> None:
         "Training steps per run (early stopping on the validation set, or the cap): "
         "copy 3400 to 8000, median 5500; svo 200 to 700, median 300."
     )
+
+
+def test_a_page_of_a_re_evaluated_sweep_gives_the_training_time_and_says_it_re_evaluated() -> None:
+    """A pass that only re-evaluated (here under other eval.* values) was published with its own
+    few seconds and machine as the sweep's time; the page gives the training's, names the
+    command that trained, and says when the reports were re-evaluated."""
+    from lab.reporting.pages import provenance
+
+    results = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    sweep = json.loads((RESULTS / "ablation" / "sweep.json").read_text())
+    sweep |= {
+        "command": "python sweep.py eval.samples=64",
+        "trained_by": "python sweep.py",
+        "reevaluated": {"seconds": 24.0, "machine": "another machine"},
+    }
+    line = provenance(results, sweep, FAMILIES["ablation"])
+    assert line.startswith("`python sweep.py eval.samples=64`: 30 runs, seed(s) 0, 1, 2, in **15.6")
+    assert line.endswith(
+        "; trained by `python sweep.py`; its reports re-evaluated in 0.4 min on another machine."
+    )

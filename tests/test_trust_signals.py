@@ -8,6 +8,7 @@ report file (``tests/paused_entry.py``), or at a training step (``tests/paused_t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -322,3 +323,25 @@ def test_sigterm_to_a_submitit_local_sweep_names_its_running_jobs_and_kill_stops
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # the job is in the sweep's session
+
+
+def test_a_stopped_sweep_records_its_pass_so_the_resumed_one_adds_its_time(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A sweep stopped by a signal wrote no sweep.json, so the pass that resumed it recorded
+    only its own seconds and its page gave a fraction of the time; the stopped pass writes its
+    time and counts, and the resumed pass of the same command adds to them."""
+    from lab.sweeps.summary import write_timing
+
+    out = tmp_path / "sweep"
+    stopped = [{"name": "a", "status": "trained"}, {"name": "b", "status": "interrupted"}]
+    monkeypatch.setattr(sweep, "run_all", lambda *args, **kwargs: (stopped, signal.SIGTERM))
+    argv = ["--quick", "--workers", "1", f"out_dir={out}", "position=none", "task=copy"]
+    assert sweep.main(argv) == 143
+    capsys.readouterr()
+    first = json.loads((out / "sweep.json").read_text())
+    assert first["runs"] == {"trained": 1, "interrupted": 1} and first["seconds"] >= 0
+    done = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "trained"}]
+    command = shlex.join(["python", "sweep.py", *argv])
+    timing = json.loads(write_timing(done, out, 50.0, 1, command=command).read_text())
+    assert timing["passes"] == 2 and timing["seconds"] == round(first["seconds"] + 50.0, 1)
