@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.common.files import file_sha256
 from lab.lm import findings
 from lab.lm.aggregate import cell, loss_family, paired, ratio, window_p_value, window_p_values
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
@@ -392,6 +393,7 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     write_lm_reports(results, runs)
     command = "python sweep.py --config configs/lm_quick.yaml train.steps=20"
     machine = {"seconds": 90.0, "workers": 1, "runs": {"trained": 6}, "machine": "a test CPU"}
+    machine["files"] = {p.name: file_sha256(p) for p in runs.iterdir() if p.is_file()}
     (runs / "sweep.json").write_text(json.dumps({"command": command, **machine}))
     capsys.readouterr()
     assert readme.main(["--lm", str(runs)]) == 0

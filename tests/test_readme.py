@@ -12,6 +12,7 @@ from data import available_tasks, build_task, task_class
 from lab.bench import report as bench_report
 from lab.bench.block_sweep import ratio_table
 from lab.bench.report import peer_table, scheme_table
+from lab.common.files import file_sha256
 from lab.reporting import readme
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.pages import FAMILIES, RESULTS
@@ -244,11 +245,27 @@ def snapshot(root: Path) -> dict[Path, bytes]:
 
 
 def bad_sweep(tmp_path: Path, name: str, text: str) -> Path:
-    """A copy of the committed ablation's files with ``name`` holding ``text``."""
+    """A copy of the committed ablation's files with ``name`` holding ``text``, its sweep.json
+    recording them (:func:`recorded`), so each case meets the check it is about."""
     sweep = tmp_path / "runs" / f"bad_{len(list(tmp_path.glob('runs/*')))}"
     shutil.copytree(RESULTS / "ablation", sweep)
     (sweep / name).write_text(text)
+    recorded(sweep)
     return sweep
+
+
+def recorded(sweep: Path) -> None:
+    """Give a copied sweep folder's sweep.json the SHA-256 of each file beside it, as a sweep of
+    this version records the files its last pass wrote (the committed ones predate it)."""
+    path = sweep / "sweep.json"
+    try:
+        timing = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # a case about sweep.json itself
+    if isinstance(timing, dict):
+        files = [p for p in sweep.iterdir() if p.is_file() and p.name != "sweep.json"]
+        timing["files"] = {p.name: file_sha256(p) for p in files}
+        path.write_text(json.dumps(timing))
 
 
 def test_publish_checks_and_renders_everything_before_writing_anything(
@@ -390,9 +407,10 @@ def test_publishing_the_committed_folder_onto_itself_changes_nothing(
 
 
 def counted(sweep: Path, runs: int) -> None:
-    """Make ``sweep``'s sweep.json count ``runs`` trained runs."""
+    """Make ``sweep``'s sweep.json count ``runs`` trained runs, and record its files."""
     timing = json.loads((sweep / "sweep.json").read_text())
     (sweep / "sweep.json").write_text(json.dumps(timing | {"runs": {"trained": runs}}))
+    recorded(sweep)
 
 
 def test_publish_copies_a_good_sweep_then_rewrites_its_page(
@@ -555,6 +573,7 @@ def test_an_optional_file_the_sweep_lacks_is_removed_from_the_published_folder(
     study.mkdir(parents=True)
     for name, copy in family.copied.items():
         shutil.copy(results / family.name / copy, study / name)
+    recorded(study)
     assert (results / family.name / "perplexity_vs_length.png").is_file()
     assert readme.main(["--lm-extend", str(study)]) == 0
     assert not (results / family.name / "perplexity_vs_length.png").exists()
@@ -598,3 +617,32 @@ def test_a_page_of_a_re_evaluated_sweep_gives_the_training_time_and_says_it_re_e
     assert line.endswith(
         "; trained by `python sweep.py`; its reports re-evaluated in 0.4 min on another machine."
     )
+
+
+def test_a_sweep_folder_that_does_not_record_its_files_is_no_result_page(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The v2 and RoPE-scaling slots take an optional sweep.json: without one (or with one that
+    records no files) a hand-edited report.md was published at exit 0, under the family's
+    command. A folder must record its files; the RoPE-scaling page, which states its own
+    command and runs, takes only a sweep of that command. Nothing is written."""
+    sandbox(tmp_path, monkeypatch)
+    before = snapshot(tmp_path)
+    edited = bad_sweep(tmp_path, "report.md", "# Evaluation report\n\nhand-written\n")
+    (edited / "sweep.json").unlink()
+    assert readme.main(["--v2", str(edited)]) == 2
+    assert one_error_line(capsys).endswith(
+        "has no sweep.json: nothing shows its files are one sweep's; run the sweep's command "
+        "into it (a finished sweep skips its runs and records its files)"
+    )
+    old = bad_sweep(tmp_path, "report.md", "# Evaluation report\n\nhand-written\n")
+    timing = json.loads((old / "sweep.json").read_text())
+    (old / "sweep.json").write_text(json.dumps({k: v for k, v in timing.items() if k != "files"}))
+    assert readme.main(["--v2", str(old)]) == 2
+    assert "has a sweep.json that records no files" in one_error_line(capsys)
+    other = bad_sweep(tmp_path, "report.md", (RESULTS / "ablation" / "report.md").read_text())
+    assert readme.main(["--rope-scaling", str(other)]) == 2
+    assert "the rope-scaling page states `python sweep.py --workers 1 position=rope" in (
+        one_error_line(capsys)
+    )
+    assert snapshot(tmp_path) == before

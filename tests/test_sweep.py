@@ -777,14 +777,14 @@ def test_a_report_file_not_the_sweeps_own_is_no_result_to_publish(finished, tmp_
     out_dir, _ = finished
     copy = tmp_path / "copy"
     shutil.copytree(out_dir, copy)
-    readme.check_complete(copy, readme.FAMILIES["ablation"])  # as written: accepted
+    readme.check_recorded(copy, readme.FAMILIES["ablation"])  # as written: accepted
     if name == "results.json":  # the same records, written anew: another file all the same
         records = json.loads((copy / name).read_text())
         (copy / name).write_text(json.dumps(records, indent=1))
     else:
         (copy / name).write_text("# Evaluation report\n\nanother sweep's runs\n")
     with pytest.raises(ValueError, match=f"{name} is not the file the sweep's last pass wrote"):
-        readme.check_complete(copy, readme.FAMILIES["ablation"])
+        readme.check_recorded(copy, readme.FAMILIES["ablation"])
 
 
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -279,3 +280,9 @@ def output_file_in_place(
     if problem:
         raise ValueError(f"{flag}={name!r} lies in a folder refused for output: {problem}")
     return out
+
+
+def placeless(command: str) -> list[str]:
+    """The words of ``command`` (a sweep's command line) without its ``out_dir=`` value: two
+    commands that differ only there made the same sweep in another folder."""
+    return [word for word in shlex.split(command) if not word.startswith("out_dir=")]

@@ -51,6 +51,8 @@ class Family:
         optional: files copied when the sweep folder has them (and removed from the published
             folder when it does not).
         recorded: what the committed files do not record (wall time, machine), as text.
+        fixed_command: the page states :attr:`command` and the runs it evaluated, whatever
+            ``sweep.json`` says, so only a sweep of that command may be published there.
         smoke: the family publishes a smoke sweep (``"smoke": true`` in its ``sweep.json``);
             every other family refuses one, since its page would read as a result.
         tuning: files of the sweep's learning-rate tuning folder (``OUT_DIR-lr``,
@@ -65,6 +67,7 @@ class Family:
     copied: dict[str, str]
     optional: tuple[str, ...] = ()
     recorded: str = ""
+    fixed_command: bool = False
     smoke: bool = False
     tuning: tuple[str, ...] = ()
     tuned_with: str = ""
@@ -162,6 +165,7 @@ FAMILIES = {
             "order_sensitivity.png",
             "attention_vs_length.png",
         ),
+        fixed_command=True,  # its page states the command and the runs it evaluated
         recorded=(
             "RUNS the default ablation's six RoPE runs (`python sweep.py`: configs/ablation.yaml, "
             "copy and svo, seeds 0-2, batch 32, RoPE at the lr 3e-3 `sweep.py --select-lr` chose "

@@ -39,7 +39,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write, file_sha256
-from lab.common.outputs import REWRITTEN, SWEEP_JSON
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, placeless
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -153,7 +153,37 @@ def checked_copies(folders: dict[str, str | None], results: Path = RESULTS) -> d
         problem = file_problem(source, source.name)
         if problem:
             raise ValueError(f"{shown(source)} is not a sweep's {source.name} ({problem})")
+    for family, folder in folders.items():
+        if folder and not Path(folder).resolve().is_relative_to(results.resolve()):
+            check_recorded(Path(folder), FAMILIES[family])  # not the committed files again
     return copies
+
+
+def check_recorded(sweep_dir: Path, family: Family) -> None:
+    """Refuse a sweep folder whose ``sweep.json`` is missing or records no SHA-256 of its files
+    (written before they were recorded): nothing would show that its files are one sweep's,
+    made by the command the page names; a file whose digest differs (:func:`check_digests`);
+    and, for a page that states its family's fixed command (:attr:`Family.fixed_command`), a
+    sweep made by another command.
+
+    Raises:
+        ValueError: one line naming the folder and what to run.
+    """
+    path = sweep_dir / SWEEP_JSON
+    timing = json.loads(path.read_text()) if path.is_file() else None
+    if not isinstance(timing, dict) or not isinstance(timing.get("files"), dict):
+        why = "has no sweep.json" if timing is None else "has a sweep.json that records no files"
+        raise ValueError(
+            f"{shown(sweep_dir)} {why}: nothing shows its files are one sweep's; run the "
+            "sweep's command into it (a finished sweep skips its runs and records its files)"
+        )
+    check_digests(sweep_dir, family, timing["files"])
+    command = timing.get("command") or ""
+    if family.fixed_command and placeless(command) != placeless(family.command):
+        raise ValueError(
+            f"{shown(sweep_dir)} was made by `{command}`; the {family.name} page states "
+            f"`{family.command}` (its runs as described there): publish that sweep"
+        )
 
 
 def check_not_smoke(sweep_dir: str | Path, family: Family) -> None:
@@ -212,7 +242,6 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
             "nothing (its runs were made by another command): its command and time are not "
             "the results'; re-run the sweep's own command (or give --overwrite)"
         )
-    check_digests(Path(sweep_dir), family, timing.get("files"))
     finished = sum(n for s, n in runs.items() if s in FINISHED and isinstance(n, int))
     counts = timing.get("results") if isinstance(timing.get("results"), dict) else {}
     for source, target in {**family.copied, **{n: n for n in family.optional}}.items():

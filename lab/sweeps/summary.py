@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.common.files import atomic_write, file_sha256
 from lab.common.machine import describe, machine_info
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, is_ours
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, is_ours, placeless
 from lab.stats.verdicts import SMOKE_NOTE
 
 
@@ -253,11 +253,6 @@ def same_command(path: Path, command: str | None) -> bool:
     return (
         saved == command or None not in (saved, command) and placeless(saved) == placeless(command)
     )
-
-
-def placeless(command: str) -> list[str]:
-    """The words of ``command`` without its ``out_dir=`` value."""
-    return [word for word in shlex.split(command) if not word.startswith("out_dir=")]
 
 
 UNFINISHED = ("failed", "interrupted", "cancelled")
