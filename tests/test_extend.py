@@ -929,7 +929,7 @@ def test_a_rope_rule_given_to_alibi_parents_names_the_rule_and_the_scheme():
     with pytest.raises(ConfigError) as error:
         plan(raw)
     assert str(error.value).startswith(
-        "fine_tune.rules.linear sets options of the parents' scheme 'alibi' (model.position): "
+        "fine_tune.rules.linear sets options of the parents' scheme 'alibi': "
         "model.options.alibi.scaling is not an option of 'alibi'"
     )
     with pytest.raises(ConfigError, match=r"^zero_shot\.linear sets options of the parents' "):

@@ -76,6 +76,8 @@ def test_each_scheme_gets_its_own_rate():
         ("-1", int, "seeds >= 0"),
         ("", int, "seeds"),
         ("1.5", int, "seeds"),
+        ("1e-3,,2e-3", float, "rates"),  # an empty entry is a typo, not two rates
+        ("0,1,", int, "seeds"),
     ],
 )
 def test_bad_rates_and_seeds_are_one_line(value, kind, message):

@@ -254,7 +254,7 @@ def rule_named(where: str, position: str) -> Iterator[None]:
         yield
     except ConfigError as error:
         raise ConfigError(
-            f"{where} sets options of the parents' scheme {position!r} (model.position): {error}"
+            f"{where} sets options of the parents' scheme {position!r}: {error}"
         ) from None
 
 

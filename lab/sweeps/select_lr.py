@@ -301,9 +301,12 @@ def parse_numbers(value: str, flag: str, kind: type) -> list:
     """``"a,b,c"`` -> distinct positive numbers of ``kind``, in order.
 
     Raises:
-        ConfigError: an empty list, a value that is not a ``kind`` or not above 0 (one line).
+        ConfigError: an empty list or entry (``1e-3,,2e-3``: a typo, not two rates), a value
+            that is not a ``kind`` or not above 0 (one line).
     """
-    items = [item.strip() for item in value.split(",") if item.strip()]
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        items = []  # refused below, with the allowed values
     try:
         numbers = [kind(item) for item in items]
     except ValueError:
