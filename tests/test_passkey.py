@@ -5,6 +5,7 @@ cell, a constant answer scoring chance, the eval.json entry, the table and the f
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -480,3 +481,20 @@ def test_the_passkey_curves_legend_names_every_line_inside_the_saved_figure(tmp_
     with Image.open(tmp_path / "accuracy_vs_length.png") as image:  # written at 120 dpi
         saved = image.size
     assert saved == pytest.approx(tuple(figure.get_size_inches() * 120), abs=1)  # not cropped
+
+
+def test_a_published_passkey_sweep_without_heatmaps_says_so(tmp_path: Path) -> None:
+    """Publishing asked for passkey_grid.png, which a sweep none of whose runs learned rightly
+    does not draw; the file is optional, and the page says there are no heatmaps."""
+    from lab.reporting.pages import FAMILIES
+    from lab.reporting.pages import RESULTS as PUBLISHED
+    from lab.reporting.study_pages import passkey_page
+
+    assert "passkey_grid.png" in FAMILIES["passkey"].optional
+    folder = tmp_path / "passkey"
+    shutil.copytree(PUBLISHED / "passkey", folder)
+    assert "](passkey/passkey_grid.png)" in passkey_page(folder, "python sweep.py --publish")
+    (folder / "passkey_grid.png").unlink()
+    page = passkey_page(folder, "python sweep.py --publish")
+    assert "No heatmaps: no passkey run learned its task within its budget." in page
+    assert "passkey_grid.png" not in page

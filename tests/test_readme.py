@@ -329,7 +329,14 @@ def test_a_smoke_sweep_is_no_result_page(tmp_path: Path, monkeypatch, capsys) ->
     readme.check_not_smoke(smoke, FAMILIES["suite-quick"])  # the suite's smoke test: accepted
 
 
-@pytest.mark.parametrize("runs", [{"trained": 1, "failed": 1}, {"interrupted": 2, "skipped": 28}])
+@pytest.mark.parametrize(
+    "runs",
+    [
+        {"trained": 1, "failed": 1},
+        {"interrupted": 2, "skipped": 28},
+        {"evaluated": 1, "cancelled": 29},  # a stopped pass: its runs not yet begun
+    ],
+)
 def test_a_sweep_with_failed_or_interrupted_runs_is_no_result_page(
     tmp_path: Path, monkeypatch, capsys, runs
 ) -> None:

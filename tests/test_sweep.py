@@ -787,6 +787,41 @@ def test_a_report_file_not_the_sweeps_own_is_no_result_to_publish(finished, tmp_
         readme.check_recorded(copy, readme.FAMILIES["ablation"])
 
 
+def test_a_stopped_re_evaluation_and_its_resumption_keep_the_training_time(tmp_path):
+    """A re-evaluating pass stopped by a signal (runs evaluated and cancelled), then resumed,
+    lost the training pass's time, machine and command: the page gave the re-evaluations'
+    seconds as the training's. Both passes keep them and add up their own re-evaluation."""
+    from lab.sweeps.summary import write_timing
+
+    trained = [{"name": n, "status": "trained"} for n in "ab"]
+    write_timing(trained, tmp_path, 4.5, 1, command="python sweep.py")
+    again = "python sweep.py eval.samples=100"
+    stopped = [{"name": "a", "status": "evaluated"}, {"name": "b", "status": "cancelled"}]
+    first = json.loads(write_timing(stopped, tmp_path, 7.7, 1, command=again).read_text())
+    assert (first["seconds"], first["trained_by"]) == (4.5, "python sweep.py")
+    assert first["reevaluated"]["seconds"] == 7.7 and first["runs"]["cancelled"] == 1
+    resumed = [{"name": "a", "status": "skipped"}, {"name": "b", "status": "evaluated"}]
+    last = json.loads(write_timing(resumed, tmp_path, 15.5, 1, command=again).read_text())
+    assert (last["seconds"], last["trained_by"]) == (4.5, "python sweep.py")
+    assert last["reevaluated"]["seconds"] == 23.2 and last["runs"] == {"skipped": 1, "evaluated": 1}
+
+
+def test_a_file_the_last_pass_did_not_write_is_no_result_to_publish(finished, tmp_path):
+    """A figure the last pass did not write (a learned run's heatmap, an attention figure from
+    another sweep), copied into the folder, was published unchecked: only files sweep.json
+    named were compared. A file to be copied that sweep.json records no digest of is refused."""
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    timing = json.loads((copy / "sweep.json").read_text())
+    del timing["files"]["learning_speed.png"]  # as if another sweep's figure were copied in
+    (copy / "sweep.json").write_text(json.dumps(timing))
+    with pytest.raises(ValueError, match="learning_speed.png was not written by the sweep's last"):
+        readme.check_recorded(copy, readme.FAMILIES["ablation"])
+
+
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):
     """A re-run that skipped every run once replaced the training pass's wall time with its own
     seconds; it keeps it. A pass where a run failed writes its counts (its reports lack that

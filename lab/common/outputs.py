@@ -286,3 +286,8 @@ def placeless(command: str) -> list[str]:
     """The words of ``command`` (a sweep's command line) without its ``out_dir=`` value: two
     commands that differ only there made the same sweep in another folder."""
     return [word for word in shlex.split(command) if not word.startswith("out_dir=")]
+
+
+UNFINISHED = ("failed", "interrupted", "cancelled")
+"""Statuses of a pass that did not finish its sweep: the next pass of the same command goes on
+with it, and its wall time adds to that pass's; publishing refuses such a pass's folder."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.common.machine import describe
+from lab.common.outputs import PASSKEY_FIGURE
 from lab.diagnostics.report import ATTENTION_FIGURE, diagnostics_section
 from lab.evaluation.evaluate import older_version, record_problem
 from lab.evaluation.labels import one_run_twice
@@ -194,8 +195,8 @@ FAMILIES = {
         "Passkey retrieval by depth and length",
         "python sweep.py --config configs/passkey.yaml",
         {**SWEEP_FILES, "results.csv": "results.csv", "sweep.json": "sweep.json"}
-        | {name: name for name in (*FIGURES, "passkey_grid.png")},
-        optional=(ATTENTION_FIGURE,),  # report.md shows it when the runs hold diagnostics
+        | {name: name for name in FIGURES},
+        optional=(ATTENTION_FIGURE, PASSKEY_FIGURE),  # diagnostics; a learned run's heatmaps
         recorded=SHARED_CORES,
         tuning=(SELECTION,),
     ),

@@ -39,7 +39,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write, file_sha256
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, placeless
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, placeless
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -220,7 +220,7 @@ def check_complete(sweep_dir: str | Path, family: Family) -> None:
         runs = json.loads(path.read_text()).get("runs")
     except (OSError, ValueError, AttributeError):
         return  # read and checked with the other files (checked_copies)
-    unfinished = {s: n for s, n in (runs or {}).items() if s in ("failed", "interrupted") and n}
+    unfinished = {s: n for s, n in (runs or {}).items() if s in UNFINISHED and n}
     if unfinished:
         counts = ", ".join(f"{n} {status}" for status, n in unfinished.items())
         raise ValueError(
@@ -266,7 +266,15 @@ def check_digests(sweep_dir: Path, family: Family, digests: Any) -> None:
         return
     for source in (*family.copied, *family.optional):
         path = sweep_dir / source
-        if source in digests and path.is_file() and file_sha256(path) != digests[source]:
+        if source == SWEEP_JSON or not path.is_file():
+            continue
+        if source not in digests:
+            raise ValueError(
+                f"{shown(path)} was not written by the sweep's last pass ({SWEEP_JSON} records "
+                "no digest of it): left by an earlier pass or copied from another sweep; "
+                "remove it, or re-run the sweep command"
+            )
+        if file_sha256(path) != digests[source]:
             raise ValueError(
                 f"{shown(path)} is not the file the sweep's last pass wrote (its SHA-256 is not "
                 f"the one {SWEEP_JSON} records): edited, or copied from another sweep; re-run "

@@ -218,10 +218,7 @@ def markdown(
     title, effect, both = KINDS[kind]
     c, cells = comparison_, comparison_["cells"]
     if not cells:
-        raise ValueError(
-            "no cell holds learned runs in both sweeps (in distribution and at "
-            f"{', '.join(HEADLINE)}): nothing to compare"
-        )
+        raise ValueError(f"no cell holds learned runs in both sweeps ({', '.join(WHERE)})")
     counts = {w: sum(row["verdict"] == w for row in cells) for w in WORDS}
     worst = max(cells, key=lambda row: abs(row["shift"]))
     shifts = sorted(abs(row["shift"]) for row in cells)
@@ -250,19 +247,7 @@ def markdown(
     ]
     for name, (x, y) in c["verdicts"].items():
         lines.append(f"| {name} | {x} | {y} | {'yes' if x == y else '**no**'} |")
-    if c.get("learned_differs"):
-        lines += ["", f"## Runs learned on one {both[:-1]} only", ""]
-        lines += [
-            "Left out of the cells above, which pair only seeds learned on both: "
-            f"{effect} on whether a run learns at all.",
-            "",
-            "| task | scheme | seeds | learned in A | learned in B |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['task']} | {r['scheme']} | {r['seeds']} | {r['learned_a']} | {r['learned_b']} |"
-            for r in c["learned_differs"]
-        ]
+    lines += learned_section(c.get("learned_differs") or [], both, effect)
     lines += ["", f"## Significance claims that hold on one {both[:-1]} only", ""]
     lines += [f"- {claim} (A only)" for claim in c["claims_a_only"]]
     lines += [f"- {claim} (B only)" for claim in c["claims_b_only"]]
@@ -279,6 +264,26 @@ def markdown(
                 f"{row['verdict']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def learned_section(rows: list[dict[str, Any]], both: str, effect: str) -> list[str]:
+    """The "Runs learned on one ... only" section of :func:`markdown` (none: no section)."""
+    if not rows:
+        return []
+    return [
+        "",
+        f"## Runs learned on one {both[:-1]} only",
+        "",
+        "Left out of the cells above, which pair only seeds learned on both: "
+        f"{effect} on whether a run learns at all.",
+        "",
+        "| task | scheme | seeds | learned in A | learned in B |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {r['task']} | {r['scheme']} | {r['seeds']} | {r['learned_a']} | {r['learned_b']} |"
+            for r in rows
+        ),
+    ]
 
 
 def learned_line(rows: list[dict[str, Any]], both: str) -> list[str]:

@@ -108,8 +108,11 @@ def passkey_page(folder: Path, publish: str) -> str:
         "",
         passkey_table(results),
         "",
-        "![passkey exact-match by depth and length](passkey/passkey_grid.png)",
-        "",
+        *(  # drawn from learned runs only: a sweep where none learned has none
+            ["![passkey exact-match by depth and length](passkey/passkey_grid.png)", ""]
+            if (folder / "passkey_grid.png").is_file()
+            else ["No heatmaps: no passkey run learned its task within its budget.", ""]
+        ),
         "The exact-match at every length, the significance tests and the findings are in "
         "[report.md](passkey/report.md).",
         "",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.common.files import atomic_write, file_sha256
 from lab.common.machine import describe, machine_info
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, is_ours, placeless
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, is_ours, placeless
 from lab.stats.verdicts import SMOKE_NOTE
 
 
@@ -200,8 +200,11 @@ def write_timing(
         kept = {k: v for k, v in json.loads(path.read_text()).items() if k != REWRITTEN}
         return atomic_write(path, json.dumps(kept | {"files": digests}, indent=2) + "\n")
     earlier = unfinished_pass(path, command)
-    only_evaluated = "evaluated" in statuses and statuses <= {"skipped", "evaluated"}
-    trained = training_pass(path) if only_evaluated and not earlier else None
+    evaluating = statuses & {"evaluated", "cancelled", "interrupted"} and not statuses & {
+        "trained",
+        "failed",
+    }  # a pass that re-evaluates (or was stopped doing so), training nothing
+    trained = training_pass(path) if evaluating else None
     info = machine_info()
     timing = {
         "command": command,
@@ -214,10 +217,14 @@ def write_timing(
         "machine_info": info,
     }
     if trained:  # the time and machine of the training, and this pass's beside them
-        timing["reevaluated"] = {"seconds": timing["seconds"], "machine": timing["machine"]}
+        before = (trained.get("reevaluated") or {}).get("seconds", 0) if earlier else 0
+        again = {"seconds": round(seconds + before, 1), "machine": timing["machine"]}
         timing |= {k: trained[k] for k in TRAINING_KEYS if k in trained}
-        timing["trained_by"] = trained.get("trained_by", trained.get("command"))
-    if earlier:
+        timing |= {
+            "reevaluated": again,
+            "trained_by": trained.get("trained_by", trained.get("command")),
+        }
+    elif earlier:
         timing["passes"] = earlier.get("passes", 1) + 1
     if smoke:
         timing["smoke"] = True
@@ -230,17 +237,14 @@ TRAINING_KEYS = ("seconds", "workers", "machine", "machine_info", "passes")
 
 def training_pass(path: Path) -> dict | None:
     """The ``sweep.json`` at ``path`` when the project wrote it for a pass that trained the
-    runs (or kept the time of one that did) and finished them all: a pass that only
-    re-evaluates them, under its own command or another's eval.* values, keeps its time and
-    machine; else None."""
+    runs, or for one that kept such a pass's time (``trained_by``: a re-evaluation, finished
+    or stopped): a pass that only re-evaluates them, under its own command or another's
+    eval.* values, keeps that time and machine; else None."""
     if not is_ours(path):
         return None
     earlier = json.loads(path.read_text())
     runs = earlier.get("runs") or {}
-    trained = runs.get("trained") or "reevaluated" in earlier
-    if not trained or any(runs.get(s) for s in UNFINISHED):
-        return None
-    return earlier
+    return earlier if runs.get("trained") or earlier.get("trained_by") else None
 
 
 def same_command(path: Path, command: str | None) -> bool:
@@ -253,11 +257,6 @@ def same_command(path: Path, command: str | None) -> bool:
     return (
         saved == command or None not in (saved, command) and placeless(saved) == placeless(command)
     )
-
-
-UNFINISHED = ("failed", "interrupted", "cancelled")
-"""Statuses of a pass that did not finish its sweep: the next pass of the same command goes on
-with it, and its wall time adds to that pass's."""
 
 
 def unfinished_pass(path: Path, command: str | None) -> dict | None:
