@@ -204,7 +204,8 @@ def write_timing(
         "trained",
         "failed",
     }  # a pass that re-evaluates (or was stopped doing so), training nothing
-    trained = training_pass(path) if evaluating else None
+    going_on = earlier is not None and not earlier.get("trained_by")  # a stopped training
+    trained = training_pass(path) if evaluating and not going_on else None
     info = machine_info()
     timing = {
         "command": command,
