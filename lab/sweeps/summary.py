@@ -200,12 +200,7 @@ def write_timing(
         kept = {k: v for k, v in json.loads(path.read_text()).items() if k != REWRITTEN}
         return atomic_write(path, json.dumps(kept | {"files": digests}, indent=2) + "\n")
     earlier = unfinished_pass(path, command)
-    evaluating = statuses & {"evaluated", "cancelled", "interrupted"} and not statuses & {
-        "trained",
-        "failed",
-    }  # a pass that re-evaluates (or was stopped doing so), training nothing
-    going_on = earlier is not None and not earlier.get("trained_by")  # a stopped training
-    trained = training_pass(path) if evaluating and not going_on else None
+    trained = reevaluation_of(path, statuses, earlier)
     info = machine_info()
     timing = {
         "command": command,
@@ -219,12 +214,9 @@ def write_timing(
     }
     if trained:  # the time and machine of the training, and this pass's beside them
         before = (trained.get("reevaluated") or {}).get("seconds", 0) if earlier else 0
-        again = {"seconds": round(seconds + before, 1), "machine": timing["machine"]}
         timing |= {k: trained[k] for k in TRAINING_KEYS if k in trained}
-        timing |= {
-            "reevaluated": again,
-            "trained_by": trained.get("trained_by", trained.get("command")),
-        }
+        timing["reevaluated"] = {"seconds": round(seconds + before, 1), "machine": describe(info)}
+        timing["trained_by"] = trained.get("trained_by", trained.get("command"))
     elif earlier:
         timing["passes"] = earlier.get("passes", 1) + 1
     if smoke:
@@ -234,6 +226,19 @@ def write_timing(
 
 TRAINING_KEYS = ("seconds", "workers", "machine", "machine_info", "passes")
 """What a re-evaluating pass keeps of the pass that trained the runs (:func:`write_timing`)."""
+
+
+def reevaluation_of(path: Path, statuses: set[str], earlier: dict | None) -> dict | None:
+    """The ``sweep.json`` whose training time a pass of ``statuses`` keeps, when that pass
+    re-evaluates runs (or was stopped doing so) and trains none, and does not go on with a
+    stopped training (``earlier`` without ``trained_by``: its time adds up instead); else None
+    (:func:`training_pass`)."""
+    evaluating = statuses & {"evaluated", "cancelled", "interrupted"}
+    if not evaluating or statuses & {"trained", "failed"}:
+        return None
+    if earlier is not None and not earlier.get("trained_by"):
+        return None
+    return training_pass(path)
 
 
 def training_pass(path: Path) -> dict | None:
