@@ -414,8 +414,8 @@ def test_the_position_label_is_what_the_layout_runs():
 
 def test_a_sweep_over_position_under_a_layout_is_refused_or_one_run(tmp_path):
     """A position grid over a base layout trains no bit-identical models under other labels:
-    a scheme the layout does not run stops the sweep in one line, the default and the scheme it
-    runs are one run (the other an alias)."""
+    a scheme the layout does not run stops the sweep in one line, the default spelled out
+    included (it is not replaced by the layout's scheme)."""
     sweep = tmp_path / "sweep.yaml"
     base = {"model": {"layout": "rope,rope,rope"}}
     grid = {"model.position": ["rope", "alibi", "none"], "seed": [0]}
@@ -425,10 +425,8 @@ def test_a_sweep_over_position_under_a_layout_is_refused_or_one_run(tmp_path):
     base = {"model": {"layout": "none,none,none"}}
     grid = {"model.position": ["rope", "none"], "seed": [0]}
     OmegaConf.save({"out_dir": str(tmp_path / "out"), "base": base, "grid": grid}, sweep)
-    specs = expand(load_sweep(sweep))
-    assert [s.name for s in specs] == ["rope-seed0"]
-    assert specs[0].aliases == ["none-seed0 = rope-seed0"]
-    assert load_config(None, specs[0].overrides).model.position == "none"
+    with pytest.raises(ConfigError, match="model.position='rope' is not run by model.layout"):
+        expand(load_sweep(sweep))
 
 
 def test_a_position_grid_over_a_head_split_of_both_schemes_is_one_run(tmp_path):
@@ -454,27 +452,42 @@ def test_a_position_grid_over_a_head_split_of_both_schemes_is_one_run(tmp_path):
 
 def test_the_hybrids_sweep_keeps_its_committed_labels():
     """docs/results/hybrids.md: every layout's position as published (none for none*4, rope
-    for the others), with its when block and without it; the two layouts that are a plain
-    scheme (rope*4, none*4) are built as that scheme alone (no layout left in the config)."""
-    for when in (True, False):
-        sweep = load_sweep(CONFIGS / "hybrids.yaml")
-        if not when:
-            sweep.when = {}
-        positions = {}
-        for spec in expand(sweep):
-            config = load_config(None, spec.overrides)
-            layout = spec.name.split("-")[0].removeprefix("layout")
-            positions[layout] = (config.model.position, config.model.layout)
-        assert positions == {
-            "rope,rope,rope,rope": ("rope", None),
-            "none,none,none,none": ("none", None),
-            "rope,rope,rope,none": ("rope", "rope,rope,rope,none"),
-            "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2": (
-                "rope",
-                "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2",
-            ),
-            "rope@8,rope@8,rope@8,none": ("rope", "rope@8,rope@8,rope@8,none"),
-        }
+    for the others); the two layouts that are a plain scheme (rope*4, none*4) are built as
+    that scheme alone (no layout left in the config). Without its when block, the file's
+    ``position: rope`` contradicts the none*4 layout and is refused, not overridden."""
+    sweep = load_sweep(CONFIGS / "hybrids.yaml")
+    positions = {}
+    for spec in expand(sweep):
+        config = load_config(None, spec.overrides)
+        layout = spec.name.split("-")[0].removeprefix("layout")
+        positions[layout] = (config.model.position, config.model.layout)
+    assert positions == {
+        "rope,rope,rope,rope": ("rope", None),
+        "none,none,none,none": ("none", None),
+        "rope,rope,rope,none": ("rope", "rope,rope,rope,none"),
+        "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2": (
+            "rope",
+            "rope:2+none:2,rope:2+none:2,rope:2+none:2,rope:2+none:2",
+        ),
+        "rope@8,rope@8,rope@8,none": ("rope", "rope@8,rope@8,rope@8,none"),
+    }
+    sweep.when = {}
+    with pytest.raises(ConfigError, match=r"model.position='rope' is not run by model.layout="):
+        expand(sweep)
+
+
+def test_a_given_position_the_layout_does_not_run_is_refused():
+    """An explicit model.position is never silently replaced by the layout's first scheme;
+    left out (or one of the layout's schemes), the layout decides."""
+    two = ["model.n_layers=2"]
+    with pytest.raises(ConfigError, match=r"model.position='rope' is not run by model.layout="
+                       r"'alibi,alibi'.*\(here 'alibi'\)"):  # fmt: skip
+        load_config(None, [*two, "model.position=rope", "model.layout=alibi,alibi"])
+    with pytest.raises(ConfigError, match=r"model.heads='alibi:2\+none:2'"):
+        load_config(None, ["model.position=rope", "model.heads=alibi:2+none:2"])
+    assert load_config(None, [*two, "model.layout=alibi,alibi"]).model.position == "alibi"
+    mixed = load_config(None, [*two, "model.position=rope", "model.layout=alibi,rope"])
+    assert (mixed.model.position, mixed.model.layout) == ("rope", "alibi,rope")
 
 
 def test_layout_keys_are_grid_axes(tmp_path):

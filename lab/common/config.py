@@ -243,10 +243,40 @@ def load_config(
             "remove model.vocab_size from the config"
         )
     config.model = replace(config.model, vocab_size=vocab_size)
+    check_given_position(config, sources)
     keys = ("eval.diagnostics", "eval.diagnostic_samples", *(f"eval.{k}" for k in LM_ONLY))
     set_here = {k for k in keys if any(OmegaConf.select(s, k) is not None for s in sources)}
     check_diagnostics(config.data, config.eval, set_here)  # settings that would do nothing
     return config
+
+
+def check_given_position(config: Config, sources: list) -> None:
+    """Refuse a ``model.position`` that the sources set but the layout does not run.
+
+    A layout (``model.layout`` or ``model.heads``) sets every layer's scheme; a
+    ``model.position`` left at its default then names the layout's first scheme
+    (:func:`model.layout.layout_position`). Spelled out (``model.position=rope`` with
+    ``model.layout=alibi,alibi``) it is a contradiction, not a default, and the run would be
+    labelled with a scheme it does not have.
+
+    Raises:
+        ConfigError: the given position is not among the layout's schemes (one line).
+    """
+    given = [OmegaConf.select(s, "model.position") for s in sources]
+    given = [value for value in given if value is not None]
+    if not given or given[-1] == config.model.position:
+        return
+    layout = {}  # as given: a plain layout (alibi,alibi) is cleared from the built config
+    for key in ("model.layout", "model.heads"):
+        values = [v for v in (OmegaConf.select(s, key) for s in sources) if v is not None]
+        if values:
+            layout[key] = values[-1]
+    named = ", ".join(f"{key}={value!r}" for key, value in layout.items())
+    raise ConfigError(
+        f"model.position={given[-1]!r} is not run by {named}, which sets every layer's scheme "
+        f"(here {config.model.position!r}); give model.position one of the layout's schemes or "
+        "leave it out"
+    )
 
 
 RESUME_KEYS = ("device", "threads", "compile", "train.progress", "train.steps")
