@@ -27,7 +27,7 @@ from test_findings import sweep
 
 import lab.training.run_logs
 from lab.common.checkpoint import load_checkpoint
-from lab.common.config import load_config
+from lab.common.config import ConfigError, load_config
 from lab.evaluation.extrapolation import LengthResult
 from lab.evaluation.figure import plot_accuracy_vs_length
 from lab.evaluation.learned import LEARNED, left_out_count, not_learned_reason
@@ -93,6 +93,49 @@ def test_every_length_at_target_stops_at_the_first_evaluation(
     result = train(tiny_config(tmp_path, "train.target_accuracy=0.8"))
     assert result.step == 10 and result.finished and result.reached_target
     assert load_checkpoint(tmp_path)["reached_target"] is True
+
+
+def extrapolation_steps(run_dir: Path) -> dict[str, list[int]]:
+    """Steps at which the run logged its validation exact-match, per length group."""
+    events = EventAccumulator(str(run_dir)).Reload()
+    return {g: [e.step for e in events.Scalars(f"eval/exact_match_{g}")] for g in ("in_dist", "4x")}
+
+
+def test_extrapolation_every_thins_the_2x_4x_checks_and_changes_no_result(tmp_path: Path) -> None:
+    """With eval_every=5 and extrapolation_every=10 over 25 steps (no target), 2x and 4x are
+    scored at steps 10 and 20 and at the last check (25), the training lengths at every check;
+    the weights, the stop step and the final evaluation are those of a run that scores every
+    length at every check (early stopping never reads 2x or 4x)."""
+    common = ("train.steps=25", "train.eval_every=5")
+    every = train(tiny_config(tmp_path / "every", *common))
+    thinned = train(tiny_config(tmp_path / "thin", *common, "train.extrapolation_every=10"))
+    assert extrapolation_steps(tmp_path / "every") == {
+        "in_dist": [5, 10, 15, 20, 25], "4x": [5, 10, 15, 20, 25],
+    }  # fmt: skip
+    assert extrapolation_steps(tmp_path / "thin") == {
+        "in_dist": [5, 10, 15, 20, 25], "4x": [10, 20, 25],
+    }  # fmt: skip
+    assert (thinned.step, thinned.eval) == (every.step, every.eval)
+    assert same_weights(tmp_path / "every", tmp_path / "thin")
+
+
+def test_a_run_stopped_by_its_target_between_extrapolation_checks_scores_them_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that reaches its target at step 10, off the extrapolation_every=30 grid, still
+    scores 2x and 4x at that last check (the HParams tab and the summary line read them)."""
+    scored_by_length(monkeypatch, {})
+    overrides = ("train.eval_every=10", "train.extrapolation_every=30", "train.target_accuracy=0.9")
+    result = train(tiny_config(tmp_path, *overrides))
+    assert result.step == 10 and result.reached_target
+    assert {"2x", "4x"} <= result.eval.keys()
+    assert extrapolation_steps(tmp_path)["4x"] == [10]
+
+
+@pytest.mark.parametrize("value", ["7", "-10", "15"])
+def test_extrapolation_every_off_the_evaluation_grid_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"train.extrapolation_every={value} is invalid"):
+        load_config(None, ["train.eval_every=10", f"train.extrapolation_every={value}"])
 
 
 # ---------------------------------------------------------------------------------------------

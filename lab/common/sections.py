@@ -198,6 +198,10 @@ class TrainConfig:
             before the run stops (1: the first one that does), so a run is not caught at the
             edge of learning by one lucky check.
         eval_every: steps between periodic evaluations (also at the end).
+        extrapolation_every: steps between the periodic evaluations that also score 2x and
+            4x the longest training length (curves to watch; early stopping never reads
+            them); a multiple of ``eval_every``, and the last evaluation always scores them.
+            0: every periodic evaluation.
         eval_samples: sequences per length in periodic evaluations.
         checkpoint_every: steps between checkpoints (also at the end and on Ctrl-C).
         log_every: steps between TensorBoard training scalars.
@@ -216,6 +220,7 @@ class TrainConfig:
     target_accuracy: float | None = None
     target_checks: int = 1
     eval_every: int = 250
+    extrapolation_every: int = 0
     eval_samples: int = 128
     checkpoint_every: int = 500
     log_every: int = 10
@@ -226,6 +231,12 @@ class TrainConfig:
         for name in ("steps", "eval_every", "checkpoint_every", "log_every", "target_checks"):
             check_range(f"train.{name}", getattr(self, name), 1, MAX_STEPS)
         check_range("train.batch_size", self.batch_size, 1, MAX_BATCH_TOKENS)
+        check_range("train.extrapolation_every", self.extrapolation_every, 0, MAX_STEPS)
+        if self.extrapolation_every % self.eval_every:
+            raise ConfigError(
+                f"train.extrapolation_every={self.extrapolation_every} is invalid; it must be 0 "
+                f"(every check) or a multiple of train.eval_every={self.eval_every}"
+            )
         if not 1 <= self.eval_samples <= MAX_SAMPLES:
             raise ConfigError(
                 f"train.eval_samples={self.eval_samples} is invalid; it must be in "

@@ -104,9 +104,11 @@ NOT_A_SETTING = (
     "train.progress",
     "train.log_every",
     "train.checkpoint_every",
+    "train.extrapolation_every",
 )
 """Dotted config keys in which runs of one arm may differ: its seeds, where each run was
-written and shown, and what it ran on (the machine is recorded apart, ``machine``)."""
+written and shown (and how often it logged 2x and 4x), and what it ran on (the machine is
+recorded apart, ``machine``)."""
 
 
 def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, str]:

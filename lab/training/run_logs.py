@@ -25,7 +25,12 @@ from data.streams import SAMPLE_STREAM, data_rng, validation_set
 from lab.common.config import Config, config_to_dict
 from lab.common.events.tags import LENGTH_CHART, LENGTH_COMPARE
 from lab.common.runtime import autocast
-from lab.evaluation.extrapolation import EvaluationStopped, evaluate_batch, unsupported_reason
+from lab.evaluation.extrapolation import (
+    EvaluationStopped,
+    LengthResult,
+    evaluate_batch,
+    unsupported_reason,
+)
 from lab.evaluation.metrics import score_answers
 from lab.lm.windows import validation_windows
 from model import Transformer
@@ -36,6 +41,7 @@ first, then by name), under short names; value: the config key."""
 
 NOISE = frozenset(
     {"train.progress", "train.log_every", "train.checkpoint_every", "train.eval_every"}
+    | {"train.extrapolation_every"}
 )
 """Config keys left out of the HParams tab: they change how a run reports, not what it learns."""
 
@@ -130,47 +136,45 @@ def periodic_eval(
     writer: SummaryWriter,
     step: int,
     should_stop: Callable[[], bool] | None = None,
+    extrapolate: Callable[[dict[str, float]], bool] | None = None,
 ) -> dict[str, float] | None:
     """Exact-match and per-token accuracy at the periodic lengths, logged under ``eval/``.
 
     Scored on validation sets (:func:`data.streams.validation_set`: their own seed stream,
     never a sequence of the evaluation set), so early stopping does not read the test data.
+    The training lengths come first; ``extrapolate``, given their summary, says whether 2x and
+    4x are scored too at this check (None: always; see ``train.extrapolation_every``). They
+    are curves to watch, and early stopping never reads them.
 
     Returns:
         ``{"in_dist", "in_dist_min", "2x", "4x"}`` -> exact-match (fractions in [0, 1]):
         ``in_dist`` is the mean and ``in_dist_min`` the minimum over every training length
         (what early stopping reads, :func:`reached_target`); 2x and 4x are left out where the
-        scheme cannot encode them. None when ``should_stop()`` turned true between batches:
-        a stop signal never waits for a whole evaluation, and nothing of the unfinished one
-        is logged.
+        scheme cannot encode them or this check skips them. None when ``should_stop()`` turned
+        true between batches: a stop signal never waits for a whole evaluation, and nothing
+        of the unfinished one is logged.
     A language-model task is scored by :func:`periodic_lm_eval` instead.
     """
     if task.language_model:
         return periodic_lm_eval(model, task, config, writer, step, should_stop)
-    scores = {}
+    groups = periodic_lengths(config)
     try:
-        for name, lengths in periodic_lengths(config).items():
-            results = [
-                evaluate_batch(
-                    model, validation(task, config, n), config.eval.batch_tokens, should_stop
-                )
-                for n in lengths
-            ]
-            scores[name] = [r for r in results if r.supported]
+        scores = {"in_dist": scored(model, task, config, groups["in_dist"], should_stop)}
+        if extrapolate is None or extrapolate(exact_match_summary(scores)):
+            for name in ("2x", "4x"):
+                scores[name] = scored(model, task, config, groups[name], should_stop)
     except EvaluationStopped:
         return None
-    summary = {}
+    summary = exact_match_summary(scores)
     for name, results in scores.items():
         if not results:
             continue
-        summary[name] = sum(r.exact_match for r in results) / len(results)
         token_accuracy = sum(r.token_accuracy for r in results) / len(results)
         writer.add_scalar(f"eval/exact_match_{name}", summary[name], step)
         writer.add_scalar(f"eval/token_accuracy_{name}", token_accuracy, step)
         writer.add_scalar(f"compare/{task.name}/exact_match_{name}", summary[name], step)
-        if name == "in_dist":
-            summary["in_dist_min"] = min(r.exact_match for r in results)
-            writer.add_scalar("eval/exact_match_in_dist_min", summary["in_dist_min"], step)
+    if "in_dist_min" in summary:
+        writer.add_scalar("eval/exact_match_in_dist_min", summary["in_dist_min"], step)
     lengths = loss_lengths(config)
     loss = sum(
         validation_loss(model, validation(task, config, n), config.eval.batch_tokens)
@@ -178,6 +182,38 @@ def periodic_eval(
     ) / len(lengths)
     writer.add_scalar("eval/loss_in_dist", loss, step)
     writer.add_scalar(f"compare/{task.name}/validation_loss", loss, step)
+    return summary
+
+
+def scored(
+    model: Transformer,
+    task: Task,
+    config: Config,
+    lengths: list[int],
+    should_stop: Callable[[], bool] | None,
+) -> list[LengthResult]:
+    """The validation results at ``lengths`` that the scheme can encode (one per length).
+
+    Raises:
+        EvaluationStopped: ``should_stop()`` turned true between batches.
+    """
+    results = [
+        evaluate_batch(model, validation(task, config, n), config.eval.batch_tokens, should_stop)
+        for n in lengths
+    ]
+    return [r for r in results if r.supported]
+
+
+def exact_match_summary(scores: dict[str, list[LengthResult]]) -> dict[str, float]:
+    """Length group -> mean exact-match over its lengths (groups with none left out), and
+    ``in_dist_min``, the minimum over the training lengths."""
+    summary = {
+        name: sum(r.exact_match for r in results) / len(results)
+        for name, results in scores.items()
+        if results
+    }
+    if scores.get("in_dist"):
+        summary["in_dist_min"] = min(r.exact_match for r in scores["in_dist"])
     return summary
 
 

@@ -445,7 +445,9 @@ def periodic_check(
     # in here, and the checkpoint that stop saves must still say the evaluation is to redo
     run.eval_pending = True
     if group.is_main:  # the other ranks wait for its result
-        evals = periodic_eval(run.model, task, config, writer, run.step, stop_asked)
+        evals = periodic_eval(
+            run.model, task, config, writer, run.step, stop_asked, lambda e: extrapolates(run, e)
+        )
     evals = group.from_main(evals)
     if evals is None:  # a stop arrived during the evaluation: every rank stops now
         raise KeyboardInterrupt
@@ -460,6 +462,18 @@ def periodic_check(
         write_samples(run.model, task, config, writer, run.step)
     run.eval_pending = False
     return False
+
+
+def extrapolates(run: Run, in_dist: dict[str, float]) -> bool:
+    """Whether the periodic evaluation of ``run.step`` also scores 2x and 4x: at every
+    ``train.extrapolation_every`` steps (0: every check) and at the last check, the one whose
+    training-length scores ``in_dist`` (:func:`lab.training.run_logs.periodic_eval`) end the
+    run or that the budget ends, so the final logs always hold them."""
+    t = run.config.train
+    if t.extrapolation_every == 0 or run.step % t.extrapolation_every == 0:
+        return True
+    streak = run.result.target_streak + 1 if reached_target(in_dist, t.target_accuracy) else 0
+    return run.step >= t.steps or streak >= t.target_checks
 
 
 def stopped(run: Run, interrupt: Interrupt, in_step: bool) -> TrainingInterrupted:
