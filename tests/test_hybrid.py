@@ -614,3 +614,15 @@ def test_a_layout_that_is_the_plain_scheme_is_one_run_with_it(tmp_path):
     assert len(specs) == 1 and len(specs[0].aliases) == 2
     kept = load_config(None, ["model.n_layers=2", "model.layout=rope@4,rope"]).model
     assert kept.layout == "rope@4,rope"  # a window is no plain scheme: kept
+
+
+def test_a_layout_on_the_sweep_command_line_keeps_its_commas(tmp_path):
+    """``model.layout=rope,none`` on the sweep command line is one two-layer layout (as in
+    train.py), not two one-layer grid values; ``;`` separates several layouts."""
+    sweep = tmp_path / "sweep.yaml"
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "grid": {"seed": [0]}}, sweep)
+    one = load_sweep(sweep, ["model.layout=rope,none", "model.n_layers=2"])
+    assert [load_config(None, s.overrides).model.layout for s in expand(one)] == ["rope,none"]
+    two = load_sweep(sweep, ["model.layout=rope,none;none,rope", "model.n_layers=2"])
+    layouts = [load_config(None, s.overrides).model.layout for s in expand(two)]
+    assert layouts == ["rope,none", "none,rope"]

@@ -197,9 +197,15 @@ def _read_sweep_file(path: Path) -> Sweep:
     return Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when, smoke=smoke)
 
 
+LAYOUT_KEY = "model.layout"
+"""The key whose command-line grid values are separated by ``;``: a comma separates a layout's
+layers (``model.layout=rope,rope,none`` is one layout, as in ``train.py``;
+``model.layout='rope,none;none,rope'`` two)."""
+
+
 def _apply_override(sweep: Sweep, item: str) -> None:
     """Apply one command-line ``key=value`` or ``key=v1,v2,...`` to ``sweep`` (see
-    :func:`load_sweep`).
+    :func:`load_sweep`); :data:`LAYOUT_KEY`'s values are separated by ``;``.
 
     Raises:
         ConfigError: not ``key=value``, an empty value in a list, or ``run_dir`` (one line).
@@ -210,10 +216,11 @@ def _apply_override(sweep: Sweep, item: str) -> None:
     key = ALIASES.get(key, key)
     if key == "run_dir":
         raise ConfigError("run_dir is set per run by the sweep; use out_dir=... instead")
+    separator = ";" if key == LAYOUT_KEY else ","  # a layout's commas separate its layers
     if key == "out_dir":
         sweep.out_dir = value
-    elif "," in value:
-        values = value.split(",")
+    elif separator in value:
+        values = value.split(separator)
         if not all(values):
             raise ConfigError(f"override {item!r} has an empty value in its list")
         sweep.grid[key] = values
