@@ -552,6 +552,9 @@ def test_randomized_eval_at_evaluation_needs_as_many_positions() -> None:
             "model.options.rope.short_factor={'a': 1} is a mapping, but "
             "model.options.rope.short_factor is a list",
         ),
+        ("eval=[1]", "eval=[1] is a list, but eval is a mapping"),
+        ("train=5", "train=5 is a single value, but train is a mapping of settings; give train."),
+        ("eval.lengths=[[1]]", "eval.lengths=[[1]] is invalid; give a list of integers >= 1"),
     ],
 )
 def test_a_mapping_for_a_list_or_a_list_for_a_mapping_is_one_line(override, message):

@@ -300,6 +300,8 @@ def _merged(base: Config | type[Config], sources: list) -> Config:
         merged = OmegaConf.merge(OmegaConf.structured(base), *sources)
         config = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
+        if not getattr(error, "full_key", None) and str(error).startswith("Merge error"):
+            raise ConfigError(_container_problem(base, sources)) from None  # eval=[1]
         raise ConfigError(_one_line(error)) from None
     except TypeError as error:  # a mapping given where a list belongs, or the other way
         if "incompatible container" not in str(error):
@@ -323,7 +325,9 @@ def _container_problem(base: Config | type[Config], sources: list) -> str:
                 OmegaConf.merge(structured, _nested(key, value))
             except TypeError:
                 return _kind_line(structured, key, tree)
-            except OmegaConfBaseException:
+            except OmegaConfBaseException as error:
+                if str(error).startswith("Merge error"):  # a list given for a section
+                    return _kind_line(structured, key, tree)
                 continue  # another problem: the whole merge names it
     return "a mapping was given where a list belongs, or the other way round"
 
@@ -341,6 +345,11 @@ def _kind_line(structured: DictConfig, key: str, tree: dict) -> str:
             return f"{prefix}={given!r} is a mapping, but {prefix} is a list; give a list"
         if isinstance(wanted, DictConfig) and isinstance(given, list):
             return f"{prefix}={given!r} is a list, but {prefix} is a mapping; give a mapping"
+        if isinstance(wanted, DictConfig) and i == len(parts) and not isinstance(given, dict):
+            return (
+                f"{prefix}={given!r} is a single value, but {prefix} is a mapping of settings; "
+                f"give {prefix}.KEY=VALUE"
+            )
     return f"{key}: a mapping was given where a list belongs, or the other way round"
 
 

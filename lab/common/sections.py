@@ -350,6 +350,13 @@ class EvalConfig:
                 raise ConfigError(
                     f"eval.{name}={value} is invalid; it must be in [1, {MAX_SAMPLES}]"
                 )
+        if self.lengths is not None and not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in self.lengths
+        ):
+            raise ConfigError(
+                f"eval.lengths={self.lengths} is invalid; give a list of integers >= 1, "
+                "e.g. [4, 8, 16]"
+            )
         if self.lengths is not None and (not self.lengths or min(self.lengths) < 1):
             raise ConfigError(f"eval.lengths={self.lengths} is invalid; give lengths >= 1")
         if self.lengths is not None and len(self.lengths) > MAX_EVAL_LENGTHS:
