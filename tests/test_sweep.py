@@ -888,3 +888,30 @@ def test_smoke_must_be_a_boolean(tmp_path):
     bad.write_text("smoke: yes please\ngrid: {seed: [0]}\n")
     with pytest.raises(ConfigError, match="smoke must be true or false; got 'yes please'"):
         load_sweep(bad)
+
+
+def test_start_order_puts_its_axes_outermost_and_changes_no_name(tmp_path: Path) -> None:
+    """configs/ablation.yaml starts every copy run first (start_order: [data.task]); the runs,
+    their names and their overrides are those of the grid without it, in another order."""
+    ablation = load_sweep(sweep.CONFIGS / "ablation.yaml")
+    specs = expand(ablation)
+    tasks = [load_config(None, s.overrides).data.task for s in specs]
+    assert tasks == ["copy"] * 15 + ["svo"] * 15
+    ablation.start_order = []
+    plain = expand(ablation)
+    assert [s.name for s in plain][:4] == [
+        "none-copy-seed0", "none-copy-seed1", "none-copy-seed2", "none-svo-seed0",
+    ]  # fmt: skip
+    assert sorted((s.name, s.overrides) for s in specs) == sorted(
+        (s.name, s.overrides) for s in plain
+    )
+
+
+@pytest.mark.parametrize("order", ["[seed, seed]", "[model.window]", "seed"])
+def test_a_start_order_that_is_not_a_list_of_grid_keys_is_refused(
+    tmp_path: Path, order: str
+) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"grid: {{seed: [0, 1], task: [copy, svo]}}\nstart_order: {order}\n")
+    with pytest.raises(ConfigError, match=r"start_order=.* is invalid; give a list of its grid"):
+        load_sweep(path)

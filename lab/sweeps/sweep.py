@@ -63,7 +63,7 @@ from model import ModelConfig
 from model.layout import named_schemes
 from model.position import available_schemes, scheme_class
 
-SWEEP_KEYS = ("out_dir", "base", "grid", "when", "smoke")
+SWEEP_KEYS = ("out_dir", "base", "grid", "when", "smoke", "start_order")
 
 
 @dataclass
@@ -80,6 +80,10 @@ class Sweep:
             applied after ``base`` and ``when``, so a value the user typed always wins.
         smoke: the file says ``smoke: true``: a pipeline check whose reports carry
             :data:`lab.stats.verdicts.SMOKE_NOTE` instead of significance tests and findings.
+        start_order: grid keys whose axes come outermost in the order runs start (the others
+            follow in grid order): ``[data.task]`` with ``data.task: [copy, svo]`` starts
+            every copy run first. Names, folders and reports do not depend on it; with
+            several workers it decides how evenly they finish (long runs first).
     """
 
     out_dir: str
@@ -88,6 +92,7 @@ class Sweep:
     when: dict[str, list[str]]
     command_line: list[str] = field(default_factory=list)
     smoke: bool = False
+    start_order: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -194,7 +199,15 @@ def _read_sweep_file(path: Path) -> Sweep:
     smoke = raw.get("smoke", False)
     if not isinstance(smoke, bool):
         raise ConfigError(f"sweep file {str(path)!r}: smoke must be true or false; got {smoke!r}")
-    return Sweep(str(raw.get("out_dir", "runs/sweep")), base, grid, when, smoke=smoke)
+    order = raw.get("start_order") or []
+    keys = [ALIASES.get(k, k) for k in order] if isinstance(order, list) else None
+    if keys is None or not all(k in grid for k in keys) or len(set(keys)) < len(keys):
+        raise ConfigError(
+            f"sweep file {str(path)!r}: start_order={order!r} is invalid; give a list of its "
+            f"grid keys, each once ({', '.join(grid)})"
+        )
+    out_dir = str(raw.get("out_dir", "runs/sweep"))
+    return Sweep(out_dir, base, grid, when, smoke=smoke, start_order=keys)
 
 
 LAYOUT_KEY = "model.layout"
@@ -262,7 +275,8 @@ def check_settings_axes(grid: dict[str, list]) -> list[str]:
 
 
 def expand(sweep: Sweep) -> list[RunSpec]:
-    """Every distinct run of the grid as a :class:`RunSpec`, in grid order.
+    """Every distinct run of the grid as a :class:`RunSpec`, in grid order with the axes of
+    ``sweep.start_order`` outermost (the order the runs start in).
 
     Precedence, lowest first: ``base``, matching ``when`` blocks, command-line values, the
     run's grid values. A grid value of another task's or position scheme's options
@@ -282,10 +296,13 @@ def expand(sweep: Sweep) -> list[RunSpec]:
             a folder, or an axis that is no setting (:func:`check_settings_axes`) (one line).
     """
     keys = check_settings_axes(sweep.grid)
+    first = [k for k in sweep.start_order if k in keys]  # an axis the command line fixed: gone
+    started = [*first, *(k for k in keys if k not in first)]
     specs: dict[str, RunSpec] = {}  # identity -> spec
     folders: dict[str, str] = {}  # run name -> identity
-    for values in itertools.product(*(sweep.grid[k] for k in keys)):
-        chosen = dict(zip(keys, values, strict=True))
+    for values in itertools.product(*(sweep.grid[k] for k in started)):
+        point = dict(zip(started, values, strict=True))
+        chosen = {k: point[k] for k in keys}  # names follow the grid's order of keys
         name, label, overrides, at_eval = _grid_point(sweep, chosen)
         config = load_config(None, overrides)
         identity = run_identity(config)
