@@ -35,7 +35,7 @@ import json
 import os
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,14 +295,9 @@ def expand(sweep: Sweep) -> list[RunSpec]:
             evaluation axis that changes the training, two different runs that would share
             a folder, or an axis that is no setting (:func:`check_settings_axes`) (one line).
     """
-    keys = check_settings_axes(sweep.grid)
-    first = [k for k in sweep.start_order if k in keys]  # an axis the command line fixed: gone
-    started = [*first, *(k for k in keys if k not in first)]
     specs: dict[str, RunSpec] = {}  # identity -> spec
     folders: dict[str, str] = {}  # run name -> identity
-    for values in itertools.product(*(sweep.grid[k] for k in started)):
-        point = dict(zip(started, values, strict=True))
-        chosen = {k: point[k] for k in keys}  # names follow the grid's order of keys
+    for chosen in grid_points(sweep):
         name, label, overrides, at_eval = _grid_point(sweep, chosen)
         config = load_config(None, overrides)
         identity = run_identity(config)
@@ -374,6 +369,22 @@ def _grid_point(sweep: Sweep, chosen: dict[str, Any]) -> tuple[str, str, list[st
     overrides.append(f"log_dir={SWEEP}")
     overrides.append(f"run_dir={os.path.join(sweep.out_dir, name)}")
     return name, label, overrides, at_eval
+
+
+def grid_points(sweep: Sweep) -> Iterator[dict[str, Any]]:
+    """Every combination of the grid's values as key -> value, keys in grid order (run names
+    follow it), combinations in start order: the axes of ``sweep.start_order`` outermost (one
+    that the command line fixed to one value is no axis any more).
+
+    Raises:
+        ConfigError: an axis over a key that is no setting (:func:`check_settings_axes`).
+    """
+    keys = check_settings_axes(sweep.grid)
+    first = [k for k in sweep.start_order if k in keys]
+    started = [*first, *(k for k in keys if k not in first)]
+    for values in itertools.product(*(sweep.grid[k] for k in started)):
+        point = dict(zip(started, values, strict=True))
+        yield {k: point[k] for k in keys}
 
 
 def run_identity(config: Config) -> str:
