@@ -1,5 +1,5 @@
-"""lab.sweeps.workers: one process per run; a killed worker fails alone; signals stop every worker
-cleanly; a worker whose parent is killed stops and exits."""
+"""lab.sweeps.workers: workers take one run after another; a killed worker fails its run alone;
+signals stop every worker cleanly; a worker whose parent is killed stops and exits."""
 
 import os
 import signal
@@ -39,6 +39,7 @@ def job(spec: Spec, device: str, threads: int, should_stop) -> dict:
         "device": device,
         "t": threads,
         "ignored": sigint_ignored,
+        "pid": os.getpid(),
     }
 
 
@@ -61,6 +62,16 @@ def test_a_killed_worker_fails_alone(tmp_path):
     # a worker is born ignoring SIGINT (the sweep relays a stop through its event), so a
     # terminal Ctrl-C that reaches it while it still imports prints no traceback
     assert all(r["ignored"] for r in records if r["name"] != "dies")
+
+
+def test_two_workers_take_six_runs_one_after_another(tmp_path):
+    """Six runs on two slots start two worker processes, not six (each run's imports cost a
+    fresh process seconds); every record comes back in spec order."""
+    specs = [Spec(f"r{i}", str(tmp_path)) for i in range(6)]
+    records = run_in_processes(job, specs, ["cpu", "cpu"], 1, get_context("spawn").Event())
+    assert [r["name"] for r in records] == [f"r{i}" for i in range(6)]
+    assert all(r["status"] == "trained" and r["ignored"] for r in records)
+    assert len({r["pid"] for r in records}) == 2
 
 
 def test_sigterm_stops_running_workers_and_cancels_queued_runs(tmp_path):
