@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from lab.common.config import (
     save_config,
     sequence_tokens,
 )
+from lab.common.sections import EvalConfig
 from model import ModelConfig
 from model.position import available_schemes
 
@@ -575,3 +577,27 @@ def test_a_language_model_key_on_an_exact_match_task_is_refused(override):
         load_config(None, ["data.task=copy", override])
     load_config(None, ["data.task=copy", f"{key}={'null' if key == 'eval.stride' else 65536}"])
     assert load_config(None, ["data.task=text", override]).eval.lm_tokens > 0
+
+
+@pytest.mark.parametrize("override", ["eval.samples=8", "eval.probe_samples=8"])
+def test_an_exact_match_key_on_a_language_model_task_is_refused(override):
+    """eval.samples and eval.probe_samples were accepted on a text run and recorded in its
+    eval.json, changing nothing (it scores eval.lm_tokens held-out tokens at every length);
+    the reverse (eval.lm_tokens on svo) was already refused. The defaults still pass."""
+    text = ["data.task=text", "train.target_accuracy=null"]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(override)} has no effect on task 'text'"):
+        load_config(None, [*text, override])
+    key = override.split("=")[0]
+    default = getattr(EvalConfig(), key.split(".")[1])
+    assert load_config(None, [*text, f"{key}={default}"]).data.task == "text"
+
+
+def test_a_bidirectional_language_model_and_a_quoted_empty_run_dir_are_refused():
+    """model.causal=false on text trained the causal model bit for bit (next-byte scoring
+    reads from position 1, so the prefix mask is the causal mask) while reports called it
+    bidirectional; run_dir='' inside double quotes made a folder named ''."""
+    text = ["data.task=text", "train.target_accuracy=null"]
+    with pytest.raises(ConfigError, match=r"^model.causal=false has no effect on task 'text'"):
+        load_config(None, [*text, "model.causal=false"])
+    with pytest.raises(ConfigError, match=r"""^run_dir="''" is empty"""):
+        load_config(None, ["run_dir=''"])

@@ -137,6 +137,8 @@ def test_resuming_a_child_of_a_since_retrained_parent_is_refused(tmp_path, capsy
         (["{missing}"], "does not exist"),
         (["{parent}", "model.d_model=32"], "model.d_model cannot change"),
         (["{parent}", "model.position=alibi"], "model.position cannot change"),
+        (["{parent}", "model.heads=alibi:1+rope:1"], "model.heads cannot change"),
+        (["{parent}", "model.layout=rope:1+none:1"], "model.layout cannot change"),
         (["{parent}", "data.options.copy.n_symbols=8"], "model.vocab_size cannot change"),
         (["{parent}", "run_dir={parent}"], "is the parent's own folder"),
         (["{parent}", "train.steps=3", "run_dir={parent}/../parent/."], "own folder"),
@@ -584,6 +586,43 @@ def test_a_rule_label_that_is_no_folder_name_is_refused_before_training(tmp_path
     with pytest.raises(
         ConfigError, match=message if "*" in message else message.replace(".", r"\.")
     ):
+        plan(raw)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "train: {steps: 2, lr: 0.001}",
+            "train: {steps: 2, lr: 0.001}, data: {train_max_length: 64}",
+            "fine_tune.settings sets data.train_max_length=64, which the study sets from factor",
+        ),
+        (
+            "train: {steps: 2, lr: 0.001}",
+            "train: {steps: 2, lr: 0.001}, model: {options: {rope: {theta: 500.0}}}",
+            "fine_tune.settings sets model.options.rope.theta=500.0, which the study sets from "
+            "base",
+        ),
+        (
+            "scratch: {train: {steps: 2}}",
+            "scratch: {train: {steps: 2}, data: {train_min_length: 64}}",
+            "scratch sets data.train_min_length=64, which the study sets from factor",
+        ),
+        (
+            "base: {}",
+            "base: {model: {options: {rope: {scaling: linear, scaling_factor: 2}}}}",
+            "base sets model.options.rope.scaling=linear: the parents are the as-trained",
+        ),
+    ],
+)
+def test_settings_that_contradict_what_the_study_compares_are_refused(tmp_path, old, new, message):
+    """Children's or the scratch run's lengths or position options given under
+    fine_tune.settings or scratch, and parents trained under a rule, trained runs the report
+    labelled and paired as something else (pass 10, High)."""
+    (tmp_path / "study.yaml").write_text(STUDY.replace(old, new))
+    raw = read_study(tmp_path / "study.yaml", [*TINY, f"out_dir={tmp_path / 'out'}"])
+    with pytest.raises(ConfigError, match=re.escape(message)):
         plan(raw)
     assert not (tmp_path / "out").exists()
 

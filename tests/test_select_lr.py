@@ -177,6 +177,7 @@ def test_a_rate_is_trained_exactly_as_given() -> None:
     ("extra", "message"),
     [
         (["--seeds", "0"], "--seeds='0' includes the sweep's own seed(s) [0]"),
+        (["train.lr=2e-3"], "train.lr=2e-3 beside --select-lr: the tuning takes its rates from"),
         (["model.layout=rope@4"], "sets model.layout='rope@4' (a hybrid layout"),
         (["model.heads=rope:2+none:2"], "sets model.heads='rope:2+none:2' (a hybrid layout"),
         (

@@ -26,6 +26,7 @@ from lab.common.files import atomic_write
 from lab.common.outputs import resolved
 from lab.common.runtime import MAX_THREADS, check_precision, parse_device
 from lab.common.sections import (
+    EXACT_MATCH_ONLY,
     LM_ONLY,
     MAX_BATCH_TOKENS,
     MAX_EVAL_LENGTHS,
@@ -131,8 +132,10 @@ class Config:
             check_precision(self.precision)
         except ValueError as error:
             raise ConfigError(str(error)) from None
-        if not self.run_dir:
-            raise ConfigError("run_dir is empty; give a folder, e.g. run_dir=runs/mine")
+        if not self.run_dir.strip("'\" "):  # run_dir='' in double quotes reaches us as ''
+            raise ConfigError(
+                f"run_dir={self.run_dir!r} is empty; give a folder, e.g. run_dir=runs/mine"
+            )
         self.data = self.data.resolved()  # here, not in DataConfig: its defaults stay null
         self.log_dir = normalized_log_dir(self.log_dir, self.run_dir, self.data.task)
         task = self.data.build_task()
@@ -141,6 +144,12 @@ class Config:
         trained = sequence_tokens(task, longest)  # the longest training sequence, in tokens
         check_lengths(self.data, self.eval)
         check_task_training(self.data, self.train)
+        if task.language_model and not self.model.causal:
+            raise ConfigError(
+                f"model.causal=false has no effect on task {self.data.task!r}: a language model "
+                "predicts every token from the ones before it (no prompt to see whole), so its "
+                "mask is causal either way; leave model.causal out"
+            )
         self.model = self.model.with_training_context(trained)
         if self.train.batch_size * trained > MAX_BATCH_TOKENS:
             raise ConfigError(
@@ -244,7 +253,8 @@ def load_config(
         )
     config.model = replace(config.model, vocab_size=vocab_size)
     check_given_position(config, sources)
-    keys = ("eval.diagnostics", "eval.diagnostic_samples", *(f"eval.{k}" for k in LM_ONLY))
+    keys = ("eval.diagnostics", "eval.diagnostic_samples")
+    keys += tuple(f"eval.{k}" for k in (*LM_ONLY, *EXACT_MATCH_ONLY))
     set_here = {k for k in keys if any(OmegaConf.select(s, k) is not None for s in sources)}
     check_diagnostics(config.data, config.eval, set_here)  # settings that would do nothing
     return config

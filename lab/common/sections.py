@@ -437,6 +437,11 @@ LM_ONLY = ("stride", "lm_tokens")
 """``eval.*`` keys that only a language-model run reads (:func:`check_diagnostics` refuses
 them, set to another value than the default, for any other task)."""
 
+EXACT_MATCH_ONLY = ("samples", "probe_samples")
+"""``eval.*`` keys that a language-model run never reads (it scores the same held-out tokens,
+``eval.lm_tokens``, at every length): :func:`check_diagnostics` refuses them, set to another
+value than the default, for a language-model task."""
+
 
 def check_diagnostics(
     data: DataConfig, evaluation: EvalConfig, given: Collection[str] = ()
@@ -450,7 +455,8 @@ def check_diagnostics(
     diagnostics; a given ``eval.diagnostic_samples`` other than the default for a
     language-model task, with ``eval.diagnostics=none``, or above ``eval.samples`` (the
     attention statistics read the first ``diagnostic_samples`` of the ``samples`` sequences);
-    a given :data:`LM_ONLY` key other than its default for a task that is no language model.
+    a given :data:`LM_ONLY` key other than its default for a task that is no language model,
+    and a given :data:`EXACT_MATCH_ONLY` key other than its default for one that is.
 
     Raises:
         ConfigError: one line naming the value, why it does nothing and what to set instead.
@@ -458,12 +464,17 @@ def check_diagnostics(
     mode, count, task = evaluation.diagnostics, evaluation.diagnostic_samples, data.task
     lm = task_class(task).language_model
     default = EvalConfig()
-    for key in LM_ONLY if not lm else ():
+    for key in LM_ONLY if not lm else EXACT_MATCH_ONLY:
         value = getattr(evaluation, key)
         if f"eval.{key}" in given and value != getattr(default, key):
+            what = (
+                "sets how a language-model run (data.task=text) scores held-out text"
+                if not lm
+                else "sets how many sequences an exact-match task scores; a language-model "
+                "run scores eval.lm_tokens held-out tokens at every length"
+            )
             raise ConfigError(
-                f"eval.{key}={value} has no effect on task {task!r}: it sets how a "
-                "language-model run (data.task=text) scores held-out text; leave it out"
+                f"eval.{key}={value} has no effect on task {task!r}: it {what}; leave it out"
             )
     if lm and mode != default.diagnostics and mode != "none":
         raise ConfigError(

@@ -206,6 +206,7 @@ def plan(raw: dict[str, Any]) -> Study:
         base = [*raw["base"], f"seed={seed}"]
         parent = load_config(None, base)
         check_outside_inputs(out_dir, parent.data.build_task(), "out_dir")
+        check_parents_plain(parent)
         low, high = parent.data.train_min_length, parent.data.train_max_length
         if parent.eval.max_length_factor < factor:
             raise ConfigError(
@@ -258,18 +259,57 @@ def rule_named(where: str, position: str) -> Iterator[None]:
         ) from None
 
 
+STUDY_SET = {
+    "data.train_min_length": "factor",
+    "data.train_max_length": "factor",
+    "eval.max_length_factor": "factor and base",
+    "model.": "base (the parents' model) and fine_tune.rules",
+}
+"""Key prefixes that ``fine_tune.settings`` and ``scratch`` may not set -> what sets them: the
+lengths come from ``factor``, the model from the parents and its position options from the
+rules, so the report's labels and pairs say what each run is."""
+
+
 def check_settings(raw: dict[str, Any], longer: list[str]) -> None:
     """Refuse bad ``fine_tune.settings`` (every child's, on top of a parent's config at the
-    longer lengths ``longer``) in a line naming that section, not the first rule.
+    longer lengths ``longer``) in a line naming that section, not the first rule; refuse in
+    ``fine_tune.settings`` and ``scratch`` any key the study itself sets (:data:`STUDY_SET`).
 
     Raises:
-        ConfigError: ``fine_tune.settings: `` and the config's one-line error.
+        ConfigError: ``fine_tune.settings: `` and the config's one-line error, or the section,
+            the key and what sets it.
     """
     settings = dotted((raw.get("fine_tune") or {}).get("settings"))
+    for where, items in (("fine_tune.settings", settings), ("scratch", dotted(raw.get("scratch")))):
+        for item in items:
+            key = item.partition("=")[0]
+            owner = next((v for k, v in STUDY_SET.items() if key.startswith(k)), None)
+            if owner is not None:
+                raise ConfigError(
+                    f"{where} sets {item}, which the study sets from {owner}: the report would "
+                    f"label and pair that run as what the study says it is; leave it out"
+                )
     try:
         load_config(None, [*longer, *settings])
     except ConfigError as error:
         raise ConfigError(f"fine_tune.settings: {error}") from None
+
+
+def check_parents_plain(parent: Any) -> None:
+    """Refuse parents trained under a context-extension rule (``base`` setting
+    ``model.options.rope.scaling``): the report calls them "as trained" and measures each
+    rule against them.
+
+    Raises:
+        ConfigError: one line naming the option.
+    """
+    options = parent.model.scheme_options
+    if getattr(options, "scaling", "none") != "none":
+        raise ConfigError(
+            f"base sets model.options.{parent.model.position}.scaling={options.scaling}: the "
+            "parents are the as-trained baseline every rule is measured against; give rules "
+            "in zero_shot and fine_tune.rules only"
+        )
 
 
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._=+-]*")

@@ -221,6 +221,13 @@ def tuning_sweep(args: argparse.Namespace):
     """
     rates = parse_numbers(args.lrs, "--lrs", float)
     seeds = parse_numbers(args.seeds, "--seeds", int)
+    lr = next((item for item in args.overrides if item.startswith("train.lr=")), None)
+    if lr is not None:
+        raise ConfigError(
+            f"{lr} beside --select-lr: the tuning takes its rates from --lrs, and the sweep it "
+            "writes sets each scheme's train.lr, which a command-line train.lr would override; "
+            "give the rates as --lrs instead"
+        )
     original = load_sweep(args.config, args.overrides)
     given = any(item.startswith("out_dir=") for item in args.overrides)
     overrides = [

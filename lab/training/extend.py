@@ -73,10 +73,14 @@ ARCHITECTURE = (
     "model.n_heads",
     "model.d_ff",
     "model.position",
+    "model.layout",
+    "model.heads",
+    "model.nope_every",
     "model.tie_embeddings",
 )
 """Settings a child must share with its parent: they shape the weights it starts from (the
-vocabulary follows ``data.task``)."""
+vocabulary follows ``data.task``), or decide which scheme each layer and head runs (a layout
+that gave half a RoPE parent's heads ALiBi was fine-tuned as if it were the parent)."""
 HELD_OUT = ("data.options.text.holdout_every",)
 """Settings a child must share with its parent because they decide which text is held out: with
 another split the child would be tested on text its parent trained on."""
