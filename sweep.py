@@ -15,16 +15,19 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
     exit_at_once("sweep.py")
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
+from lab.common.runlock import RunLocked, run_lock
 from lab.common.signals import run_program
 from lab.stats.verdicts import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
@@ -70,16 +73,31 @@ def main(argv: list[str] | None = None) -> int:
     if handed is not None:
         return handed
     args = build_parser().parse_intermixed_args(argv)
-    try:
-        sweep, specs = plan(args)
-        cluster = ClusterOptions(
-            args.partition, args.time_min, args.gpus, args.cpus, args.account, args.qos
-        )
-        if args.launcher != "local":
-            executor = cluster_executor(args.launcher, sweep.out_dir, cluster)
-    except (ConfigError, OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with contextlib.ExitStack() as held:  # out_dir's lock, until the sweep ends
+        try:
+            sweep, specs = plan(args, held)
+            cluster = ClusterOptions(
+                args.partition, args.time_min, args.gpus, args.cpus, args.account, args.qos
+            )
+            executor = None  # the local launcher runs workers here
+            if args.launcher != "local":
+                executor = cluster_executor(args.launcher, sweep.out_dir, cluster)
+        except (ConfigError, OSError, ValueError, RunLocked) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return execute(args, argv, sweep, specs, cluster, executor)
+
+
+def execute(
+    args: argparse.Namespace,
+    argv: list[str],
+    sweep: Sweep,
+    specs: list[RunSpec],
+    cluster: ClusterOptions,
+    executor: Any,
+) -> int:
+    """Run the planned sweep (locally or through ``executor``), then write its report and
+    timing; the exit code (``128 + signal`` when a signal stopped it)."""
     started = time.perf_counter()
     if sweep.smoke:
         print(f"{SMOKE_NOTE.replace('**', '')} Draw no conclusions from it.")
@@ -106,13 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     return report(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
 
 
-def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:
+def plan(args: argparse.Namespace, held: contextlib.ExitStack) -> tuple[Sweep, list[RunSpec]]:
     """The sweep the arguments ask for and its runs, checked before any run starts (the sweep
     file, every run config, ``out_dir`` and the runs already there; see
-    :func:`lab.sweeps.sweep.prepare_out_dir`); prints how many grid points are one run.
+    :func:`lab.sweeps.sweep.prepare_out_dir`); prints how many grid points are one run. The
+    lock of ``out_dir`` is taken into ``held`` before its runs are looked at: one sweep at a
+    time writes a folder's runs and reports.
 
     Raises:
         ConfigError, OSError, ValueError: one line naming the value and what is allowed.
+        RunLocked: another sweep holds ``out_dir`` (one line naming its process).
     """
     if args.config and args.quick:
         raise ConfigError("give --config or --quick, not both")
@@ -131,6 +152,7 @@ def plan(args: argparse.Namespace) -> tuple[Sweep, list[RunSpec]]:
             f"one run with it (another task's options, or a value spelled differently): "
             f"{'; '.join(collapsed[:3])}{' ...' if len(collapsed) > 3 else ''}"
         )
+    held.enter_context(run_lock(sweep.out_dir, "out_dir", "another sweep"))
     prepare_out_dir(sweep, specs, args.overwrite)
     return sweep, specs
 

@@ -148,6 +148,12 @@ def resolve_layout(
         layers = [parse_layer(str(heads), n_heads, "model.heads")] * n_layers
     else:
         layers = [LayerLayout((Group(position, n_heads),))] * n_layers
+    if window is not None and all(x.window is not None for x in layers):
+        key = f"model.layout={layout!r}" if layout is not None else f"model.heads={heads!r}"
+        raise ValueError(
+            f"model.window={window} is set by no layer: every entry of {key} gives its own "
+            "@W; leave model.window out (it sets the layers without @W)"
+        )
     layers = [LayerLayout(x.groups, window if x.window is None else x.window) for x in layers]
     nope = LayerLayout((Group("none", n_heads),))
     return tuple(

@@ -626,3 +626,13 @@ def test_a_layout_on_the_sweep_command_line_keeps_its_commas(tmp_path):
     two = load_sweep(sweep, ["model.layout=rope,none;none,rope", "model.n_layers=2"])
     layouts = [load_config(None, s.overrides).model.layout for s in expand(two)]
     assert layouts == ["rope,none", "none,rope"]
+
+
+def test_a_window_that_every_layer_overrides_is_refused():
+    """model.window beside a layout whose every entry gives its own @W was stored in the run's
+    config and used by no layer; where some layer has no @W it sets that layer."""
+    with pytest.raises(ConfigError, match=r"model.window=8 is set by no layer: every entry of "
+                       r"model.layout='rope@4,none@8' gives its own @W"):  # fmt: skip
+        load_config(None, ["model.n_layers=2", "model.layout=rope@4,none@8", "model.window=8"])
+    config = load_config(None, ["model.n_layers=2", "model.layout=rope@4,none", "model.window=8"])
+    assert config.model.windows == (4, 8)

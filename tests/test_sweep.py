@@ -1,6 +1,7 @@
 """The sweep: one command trains and evaluates a grid, reports it, resumes, survives failures."""
 
 import csv
+import dataclasses
 import json
 import shlex
 import shutil
@@ -777,14 +778,38 @@ def test_a_report_file_not_the_sweeps_own_is_no_result_to_publish(finished, tmp_
     out_dir, _ = finished
     copy = tmp_path / "copy"
     shutil.copytree(out_dir, copy)
-    readme.check_recorded(copy, readme.FAMILIES["ablation"])  # as written: accepted
+    family = made_by(copy, readme.FAMILIES["ablation"])
+    readme.check_recorded(copy, family)  # as written: accepted
     if name == "results.json":  # the same records, written anew: another file all the same
         records = json.loads((copy / name).read_text())
         (copy / name).write_text(json.dumps(records, indent=1))
     else:
         (copy / name).write_text("# Evaluation report\n\nanother sweep's runs\n")
     with pytest.raises(ValueError, match=f"{name} is not the file the sweep's last pass wrote"):
-        readme.check_recorded(copy, readme.FAMILIES["ablation"])
+        readme.check_recorded(copy, family)
+
+
+def made_by(folder: Path, family):
+    """``family`` as if its page stated the command that made the sweep in ``folder``."""
+    command = json.loads((folder / "sweep.json").read_text())["command"]
+    return dataclasses.replace(family, command=command)
+
+
+@pytest.mark.parametrize("slot", ["ablation", "headline", "lm-extend"])
+def test_a_sweep_of_another_command_is_refused_by_a_page_that_describes_its_own(
+    finished, tmp_path, slot
+):
+    """Any sweep could be published as the headline, the ablation or the extend study, under
+    README prose that describes configs/ablation.yaml at 6 seeds; a sweep whose command differs
+    from the page's (workers, threads, device and out_dir aside) is refused in one line."""
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    with pytest.raises(ValueError, match=rf"was made by `python sweep.py .*`; the {slot} page "):
+        readme.check_recorded(out_dir, readme.FAMILIES[slot])
+    family = made_by(out_dir, readme.FAMILIES[slot])
+    more = dataclasses.replace(family, command=f"{family.command} --workers 7 threads=3")
+    readme.check_recorded(out_dir, more)  # how it ran is no part of what it computed
 
 
 def test_a_stopped_re_evaluation_and_its_resumption_keep_the_training_time(tmp_path):
@@ -819,7 +844,7 @@ def test_a_file_the_last_pass_did_not_write_is_no_result_to_publish(finished, tm
     del timing["files"]["learning_speed.png"]  # as if another sweep's figure were copied in
     (copy / "sweep.json").write_text(json.dumps(timing))
     with pytest.raises(ValueError, match="learning_speed.png was not written by the sweep's last"):
-        readme.check_recorded(copy, readme.FAMILIES["ablation"])
+        readme.check_recorded(copy, made_by(copy, readme.FAMILIES["ablation"]))
 
 
 def test_a_pass_that_trained_nothing_keeps_the_training_passs_sweep_json(tmp_path):
@@ -915,3 +940,18 @@ def test_a_start_order_that_is_not_a_list_of_grid_keys_is_refused(
     path.write_text(f"grid: {{seed: [0, 1], task: [copy, svo]}}\nstart_order: {order}\n")
     with pytest.raises(ConfigError, match=r"start_order=.* is invalid; give a list of its grid"):
         load_sweep(path)
+
+
+def test_a_second_sweep_into_a_folder_in_use_is_refused_before_it_starts(tmp_path, capsys):
+    """Two sweeps into one out_dir at once each trained half the runs, failed the other half
+    on the run locks and wrote a report of half the sweep; the second is refused in one line
+    naming the holder, and nothing of it is written."""
+    from lab.common.runlock import run_lock
+
+    out_dir = tmp_path / "out"
+    with run_lock(out_dir, "out_dir", "another sweep"):  # as a running sweep holds it
+        assert run_sweep(out_dir, "position=rope", "seed=0") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: out_dir={str(out_dir)!r} is in use by ")
+    assert "another sweep (pid" in err[0]
+    assert sorted(p.name for p in out_dir.iterdir()) == [".lock"]

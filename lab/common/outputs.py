@@ -288,6 +288,28 @@ def placeless(command: str) -> list[str]:
     return [word for word in shlex.split(command) if not word.startswith("out_dir=")]
 
 
+EXECUTION_FLAGS = ("--workers", "--runs-per-device")
+"""Command-line flags (with a value) that decide how a sweep runs, not what it computes."""
+EXECUTION_KEYS = ("out_dir=", "threads=", "device=", "train.progress=")
+"""``key=value`` words that decide where and how a sweep runs, not what it computes."""
+
+
+def essential(command: str) -> list[str]:
+    """The words of ``command`` (a sweep's command line) that decide what it computes: without
+    :data:`EXECUTION_FLAGS` (and their values) and :data:`EXECUTION_KEYS`. Two commands with
+    the same words made the same sweep, however many workers or threads ran it, wherever."""
+    kept, words = [], iter(shlex.split(command))
+    for word in words:
+        flag = word.partition("=")[0]
+        if flag in EXECUTION_FLAGS:
+            if "=" not in word:
+                next(words, None)  # --workers 2: its value too
+            continue
+        if not word.startswith(EXECUTION_KEYS):
+            kept.append(word)
+    return kept
+
+
 UNFINISHED = ("failed", "interrupted", "cancelled")
 """Statuses of a pass that did not finish its sweep: the next pass of the same command goes on
 with it, and its wall time adds to that pass's; publishing refuses such a pass's folder."""

@@ -43,8 +43,12 @@ class RunLocked(RuntimeError):
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: str | Path) -> Iterator[None]:
-    """Hold the exclusive lock of ``run_dir`` (created if needed) for the block.
+def run_lock(
+    run_dir: str | Path, key: str = "run_dir", holder: str = "another training process"
+) -> Iterator[None]:
+    """Hold the exclusive lock of ``run_dir`` (created if needed) for the block; ``key`` and
+    ``holder`` name the folder's setting and the kind of process in the refusal (a sweep locks
+    its ``out_dir`` against ``another sweep``).
 
     Raises:
         RunLocked: another process (or another open of the lock in this process) holds it; the
@@ -60,8 +64,8 @@ def run_lock(run_dir: str | Path) -> Iterator[None]:
     try:
         if not _try_lock(fd):
             raise RunLocked(
-                f"run_dir={str(run_dir)!r} is in use by another training process ({_holder(fd)}); "
-                "wait for it to end or pick another run_dir"
+                f"{key}={str(run_dir)!r} is in use by {holder} ({_holder(fd)}); "
+                f"wait for it to end or pick another {key}"
             )
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())

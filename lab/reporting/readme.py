@@ -39,7 +39,7 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write, file_sha256
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, placeless
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, essential, placeless
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -163,8 +163,10 @@ def check_recorded(sweep_dir: Path, family: Family) -> None:
     """Refuse a sweep folder whose ``sweep.json`` is missing or records no SHA-256 of its files
     (written before they were recorded): nothing would show that its files are one sweep's,
     made by the command the page names; a file whose digest differs (:func:`check_digests`);
-    and, for a page that states its family's fixed command (:attr:`Family.fixed_command`), a
-    sweep made by another command.
+    and a sweep made by another command than the family's (:attr:`Family.command`; workers,
+    threads, device and ``out_dir`` aside, :func:`lab.common.outputs.essential`, or only
+    ``out_dir`` for a page that states its fixed command, :attr:`Family.fixed_command`): the
+    page's prose describes that command's runs.
 
     Raises:
         ValueError: one line naming the folder and what to run.
@@ -179,7 +181,8 @@ def check_recorded(sweep_dir: Path, family: Family) -> None:
         )
     check_digests(sweep_dir, family, timing["files"])
     command = timing.get("command") or ""
-    if family.fixed_command and placeless(command) != placeless(family.command):
+    same = placeless if family.fixed_command else essential  # workers and threads aside
+    if same(command) != same(family.command):
         raise ValueError(
             f"{shown(sweep_dir)} was made by `{command}`; the {family.name} page states "
             f"`{family.command}` (its runs as described there): publish that sweep"

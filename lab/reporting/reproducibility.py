@@ -145,6 +145,30 @@ def verdicts(results: list[Result]) -> dict[str, str]:
     return {f.title: f.word for f in decided(results)}
 
 
+def check_same_settings(ka: dict[Any, Result], kb: dict[Any, Result]) -> None:
+    """Refuse two sweeps whose paired runs (same keys) were trained or evaluated with other
+    settings: that is no machine's effect.
+
+    Raises:
+        ValueError: one line counting the runs that differ, naming the first and its keys.
+    """
+    differ = {}
+    for key in sorted(ka):
+        x, y = (flat_settings(r["config"]) for r in (ka[key], kb[key]))
+        keys = sorted(  # a key one record lacks (or holds as None) is a version's
+            k for k in x.keys() & y.keys() if x[k] != y[k] and "None" not in (x[k], y[k])
+        )
+        if keys:
+            differ[key] = keys
+    if differ:
+        first = next(iter(differ))
+        raise ValueError(
+            f"{len(differ)} of {len(ka)} runs differ in settings between the sweeps (first "
+            f"{_name(first)}: {', '.join(differ[first][:4])}): that is no machine's effect; "
+            "compare the same sweep, or give --kind setting"
+        )
+
+
 def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> dict[str, Any]:
     """Everything :func:`markdown` prints, JSON-ready; ``kind`` (:data:`KINDS`) is what the two
     sweeps differ in: for ``machine``, each pair of runs must have the same settings.
@@ -161,16 +185,7 @@ def compare_sweeps(a: list[Result], b: list[Result], kind: str = "machine") -> d
             f"only in the second {_names(set(kb) - set(ka))}"
         )
     if kind == "machine":
-        for key in sorted(ka):
-            x, y = (flat_settings(r["config"]) for r in (ka[key], kb[key]))
-            differ = sorted(  # a key one record lacks (or holds as None) is a version's
-                k for k in x.keys() & y.keys() if x[k] != y[k] and "None" not in (x[k], y[k])
-            )
-            if differ:
-                raise ValueError(
-                    f"{_names({key})} differs in {', '.join(differ[:4])} between the sweeps: "
-                    "that is no machine's effect; compare the same sweep, or give --kind setting"
-                )
+        check_same_settings(ka, kb)
     ca, cb = claims(a), claims(b)
     va, vb = verdicts(a), verdicts(b)
     return {
