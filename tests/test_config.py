@@ -361,7 +361,7 @@ def test_a_bare_leaf_key_suggests_its_section():
         (["seed=-1"], "seed=-1 is invalid; it must be >= 0"),
         (["threads=-1"], "threads=-1 is invalid; it must be >= 0"),
         (["device=gpu"], "device='gpu' is not a device; use auto, cpu, cuda, cuda:N or mps"),
-        (["run_dir="], "run_dir is empty"),
+        (["run_dir="], "run_dir='' is empty"),
         (
             ["train.eval_samples=100000000"],
             "train.eval_samples=100000000 is invalid; it must be in [1, 100000]",

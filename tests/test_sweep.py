@@ -241,10 +241,13 @@ def test_rerun_with_other_settings_is_refused_naming_the_keys(finished, tmp_path
 def test_a_run_another_sweep_trained_since_the_check_is_refused_under_its_lock(
     finished, tmp_path, capsys, monkeypatch
 ):
-    """Two sweeps into one out_dir with other settings: sweep A (lr 1e-3) checked the folder
-    before any run started, sweep B then retrained a run with lr 3e-3, and A skipped that run
-    and reported it as its own (exit 0). The interleaving is made deterministic: B runs between
-    A's check and A's runs."""
+    """A run retrained with other settings between a sweep's check of its folder and its
+    runs: sweep A (lr 1e-3) checked the folder, then a run was retrained with lr 3e-3, and A
+    skipped it and reported it as its own (exit 0). A second sweep into the folder is now
+    refused by A's lock on out_dir; a train.py run into the run's folder is caught by the
+    check A's run makes under the run's own lock. The interleaving is made deterministic."""
+    from lab.training.trainer import train
+
     out_dir, _ = finished
     copy = tmp_path / "copy"
     shutil.copytree(out_dir, copy)
@@ -253,7 +256,10 @@ def test_a_run_another_sweep_trained_since_the_check_is_refused_under_its_lock(
     def then_sweep_b(*args, **kwargs):
         real(*args, **kwargs)
         monkeypatch.setattr(sweep, "prepare_out_dir", real)  # B checks as usual
-        assert run_sweep(copy, "position=none", "seed=0", "train.lr=3e-3", "--overwrite") == 0
+        assert run_sweep(copy, "position=none", "seed=0", "train.lr=3e-3", "--overwrite") == 2
+        assert "is in use by another sweep" in capsys.readouterr().err
+        run = copy / "none-copy-seed0"
+        train(load_config(run / "config.yaml", ["train.lr=3e-3", f"run_dir={run}"]), overwrite=True)
 
     monkeypatch.setattr(sweep, "prepare_out_dir", then_sweep_b)
     assert run_sweep(copy, "position=none,rope", "seed=0") == 1

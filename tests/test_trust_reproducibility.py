@@ -301,8 +301,4 @@ def test_two_sweeps_of_other_settings_are_no_machines_effect(sweeps) -> None:
         r"model.d_model\): .* --kind setting",
     ):
         compare_sweeps(a, b)
-    b = copy.deepcopy(a)
-    b[0]["config"]["train"]["lr"] = 0.5  # one run differs: counted as one
-    with pytest.raises(ValueError, match=r"^1 of 30 runs differ in settings"):
-        compare_sweeps(a, b)
     assert compare_sweeps(a, b, "setting")["runs"] == 30
