@@ -228,5 +228,19 @@ def _slurm_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+REPORTING = {
+    "--publish": "pages are rendered before any is written; run it again, or --publish --check "
+    "to see whether docs/ is current",
+    "--compare": "it writes its page at the end; run it again",
+}
+"""What a stop signal leaves of the programs that train nothing (the others resume: STOPPED)."""
+
+
+def stop_hint(argv: list[str]) -> str:
+    """The line a stop signal ends ``sweep.py ARGV`` with: how to go on."""
+    again = shlex.join(["python", "sweep.py", *argv])
+    return REPORTING.get(argv[0] if argv else "", f"{STOPPED}: {again}")
+
+
 if __name__ == "__main__":  # a stop between runs, or in the report, names the command again
-    run_program("sweep.py", main, f"{STOPPED}: {shlex.join(['python', 'sweep.py', *sys.argv[1:]])}")
+    run_program("sweep.py", main, stop_hint(sys.argv[1:]))

@@ -961,3 +961,13 @@ def test_a_second_sweep_into_a_folder_in_use_is_refused_before_it_starts(tmp_pat
     assert len(err) == 1 and err[0].startswith(f"error: out_dir={str(out_dir)!r} is in use by ")
     assert "another sweep (pid" in err[0]
     assert sorted(p.name for p in out_dir.iterdir()) == [".lock"]
+
+
+def test_a_stop_names_how_to_go_on_for_the_program_that_ran():
+    """A stop during --publish ended with the sweep's line (runs kept, resume with the same
+    command); the programs that train nothing say what they leave instead."""
+    assert sweep.stop_hint(["--publish", "runs/x"]).startswith("pages are rendered before any")
+    assert sweep.stop_hint(["--compare", "a", "b"]) == "it writes its page at the end; run it again"
+    resume = sweep.stop_hint(["seed=0"])
+    assert resume.endswith("(finished runs are skipped): python sweep.py seed=0")
+    assert sweep.stop_hint([]).endswith(": python sweep.py")
