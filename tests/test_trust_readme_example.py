@@ -1,4 +1,5 @@
-"""The README's example position scheme ("Extending") runs as written: a newcomer's first code."""
+"""The example position scheme of docs/extending.md (the README's "Extending" points to it) runs
+as written: a newcomer's first code."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ ROOT = Path(__file__).parent.parent
 
 
 def test_the_readme_scheme_example_trains_and_evaluates(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Extending") :]
+    assert "docs/extending.md#a-position-scheme" in (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "extending.md").read_text()
+    section = guide[guide.index("## A position scheme") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert '@register("myscheme")' in code
     (tmp_path / "myscheme.py").write_text(code)
