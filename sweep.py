@@ -27,7 +27,7 @@ import torch
 
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
-from lab.common.runlock import RunLocked, run_lock
+from lab.common.runlock import RunLocked
 from lab.common.signals import run_program
 from lab.stats.verdicts import SMOKE_NOTE
 from lab.sweeps.cluster import CLUSTERS, ClusterOptions, cluster_executor, submit_all
@@ -152,8 +152,7 @@ def plan(args: argparse.Namespace, held: contextlib.ExitStack) -> tuple[Sweep, l
             f"one run with it (another task's options, or a value spelled differently): "
             f"{'; '.join(collapsed[:3])}{' ...' if len(collapsed) > 3 else ''}"
         )
-    held.enter_context(run_lock(sweep.out_dir, "out_dir", "another sweep"))
-    prepare_out_dir(sweep, specs, args.overwrite)
+    prepare_out_dir(sweep, specs, args.overwrite, held=held)
     return sweep, specs
 
 

@@ -928,7 +928,8 @@ def test_a_child_on_another_held_out_split_is_refused(tmp_path):
     corpus.write_bytes(b"the quick brown fox jumps over the lazy dog. " * 400)
     text = ["data.task=text", f"data.options.text.path={corpus}", "data.train_min_length=16"]
     text += ["data.train_max_length=16", "eval.lm_tokens=256", "eval.max_length_factor=2"]
-    tiny = [o for o in TINY if not o.startswith(("data.task", "eval.max_length"))]
+    exact_match = ("data.task", "eval.max_length", "eval.samples", "eval.probe_samples")
+    tiny = [o for o in TINY if not o.startswith(exact_match)]
     train(load_config(None, [*tiny, *text, f"run_dir={tmp_path / 'p'}"]))
     with pytest.raises(ConfigError, match="holdout_every cannot change when extending"):
         child_config(

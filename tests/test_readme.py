@@ -364,7 +364,8 @@ def test_a_results_file_that_is_not_the_sweeps_runs_is_no_result_page(
     before = snapshot(tmp_path)
     records = json.loads((RESULTS / "ablation" / "results.json").read_text())
     if edit == "dropped":
-        records, message = records[:-1], "holds 29 run(s), but sweep.json beside it counts 30"
+        records = records[:-1]
+        message = "holds 29 evaluation record(s), but sweep.json beside it counts 30"
     elif edit == "refiled":
         records[1]["run_dir"], message = records[0]["run_dir"], "gives one run folder two seeds"
     else:  # another sweep's run swapped in for one of this sweep's
@@ -415,8 +416,10 @@ def test_publishing_the_committed_folder_onto_itself_changes_nothing(
 
 def counted(sweep: Path, runs: int) -> None:
     """Make ``sweep``'s sweep.json count ``runs`` trained runs, and record its files."""
-    timing = json.loads((sweep / "sweep.json").read_text())
-    (sweep / "sweep.json").write_text(json.dumps(timing | {"runs": {"trained": runs}}))
+    timing = json.loads((sweep / "sweep.json").read_text()) | {"runs": {"trained": runs}}
+    if "results" in timing:  # the evaluation records it counts, as a sweep writes them
+        timing["results"] = {"synthetic": runs, "lm": 0}
+    (sweep / "sweep.json").write_text(json.dumps(timing))
     recorded(sweep)
 
 
@@ -620,7 +623,9 @@ def test_a_page_of_a_re_evaluated_sweep_gives_the_training_time_and_says_it_re_e
         "reevaluated": {"seconds": 24.0, "machine": "another machine"},
     }
     line = provenance(results, sweep, FAMILIES["ablation"])
-    assert line.startswith("`python sweep.py eval.samples=64`: 30 runs, seed(s) 0, 1, 2, in **15.6")
+    minutes = f"{sweep['seconds'] / 60:.1f}"  # the training's, not the re-evaluation's
+    command = "`python sweep.py eval.samples=64`"
+    assert line.startswith(f"{command}: 30 runs, seed(s) 0, 1, 2, in **{minutes} min**")
     assert line.endswith(
         "; trained by `python sweep.py`; its reports re-evaluated in 0.4 min on another machine."
     )

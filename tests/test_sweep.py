@@ -971,3 +971,20 @@ def test_a_stop_names_how_to_go_on_for_the_program_that_ran():
     resume = sweep.stop_hint(["seed=0"])
     assert resume.endswith("(finished runs are skipped): python sweep.py seed=0")
     assert sweep.stop_hint([]).endswith(": python sweep.py")
+
+
+def test_a_study_or_a_tuning_into_a_running_sweeps_folder_is_refused(tmp_path, capsys):
+    """The out_dir lock kept a second sweep out, but --extend-study and --select-lr trained
+    into a running sweep's folder (the study's stopped pass then replaced its sweep.json); they
+    take the same lock and are refused in one line before anything of theirs is written."""
+    from lab.common.runlock import run_lock
+
+    out_dir = tmp_path / "out"
+    study = str(Path(CONFIG).parent / "lm_extend.yaml")
+    with run_lock(out_dir, "out_dir", "another sweep"):  # as a running sweep holds it
+        tuning = ["--select-lr", "--config", CONFIG, *TINY, f"out_dir={out_dir}", "--lrs", "1e-3"]
+        assert sweep.main(tuning) == 2
+        assert sweep.main(["--extend-study", study, f"out_dir={out_dir}", "threads=1"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all("is in use by another sweep (pid" in line for line in lines)
+    assert sorted(p.name for p in out_dir.iterdir()) == [".lock"]

@@ -405,11 +405,14 @@ def prepare_child(spec: RunSpec, parent_dir: str, overwrite: bool) -> None:
         seed_child(config, parent_dir, load_checkpoint(parent_dir))
 
 
-def run_study(study: Study, workers: int, overwrite: bool) -> tuple[list[dict], int | None]:
+def run_study(
+    study: Study, workers: int, overwrite: bool, held: contextlib.ExitStack | None = None
+) -> tuple[list[dict], int | None]:
     """Run both stages (see the module docstring); ``(records, signal)`` as
-    :func:`lab.sweeps.local.run_all` returns them, over every run."""
+    :func:`lab.sweeps.local.run_all` returns them, over every run. With ``held``, the lock of
+    ``out_dir`` is taken into it (:func:`lab.sweeps.sweep.prepare_out_dir`)."""
     every = [*study.parents, *study.scratch, *study.children]
-    prepare_out_dir(Sweep(study.out_dir, [], {}, {}), every, overwrite, "extend-study")
+    prepare_out_dir(Sweep(study.out_dir, [], {}, {}), every, overwrite, "extend-study", held)
     gpus = torch.cuda.device_count()
     first = [*study.parents, *study.scratch]
     records, signum = run_all(first, min(workers, len(first)), gpus)
@@ -445,6 +448,12 @@ def main(argv: list[str]) -> int:
         help="out_dir=..., seeds=0,1, or run-config values of every run",
     )
     args = parser.parse_intermixed_args(argv)
+    with contextlib.ExitStack() as held:  # out_dir's lock, until the report is written
+        return run_command(args, argv, held)
+
+
+def run_command(args: argparse.Namespace, argv: list[str], held: contextlib.ExitStack) -> int:
+    """Plan, run and report the study of ``args``; the exit code (see :func:`main`)."""
     started = time.perf_counter()
     try:
         raw = read_study(args.study, args.overrides)
@@ -454,8 +463,8 @@ def main(argv: list[str]) -> int:
         check_language_model(raw["base"])
         study = plan(raw)
         workers = args.workers or torch.cuda.device_count() or os.cpu_count() or 1
-        records, signum = run_study(study, workers, args.overwrite)
-    except (ConfigError, OSError, ValueError) as error:
+        records, signum = run_study(study, workers, args.overwrite, held)
+    except (ConfigError, OSError, ValueError, RunLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     command = shlex.join(["python", "sweep.py", "--extend-study", *argv])

@@ -22,6 +22,7 @@ command: ``python sweep.py --config THAT_FILE``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -38,6 +39,7 @@ from data import task_class
 from lab.common.checkpoint import checkpoint_path, load_checkpoint
 from lab.common.config import ConfigError, load_config
 from lab.common.files import atomic_write
+from lab.common.runlock import RunLocked
 from lab.reporting.pages import SELECTION, TUNING_SUFFIX
 from lab.sweeps.local import parallel_runs, run_all
 from lab.sweeps.summary import write_timing
@@ -387,11 +389,12 @@ def main(argv: list[str]) -> int:
         target = Path(args.write) if args.write else Path(sweep.out_dir) / SELECTED
         if args.write:  # the default, in the tuning folder, is this command's own file
             check_target(target, Path(sweep.out_dir))
-        prepare_out_dir(sweep, specs, args.overwrite, "select-lr")
-        gpus = torch.cuda.device_count()
-        workers = parallel_runs(len(specs), args.workers, 0, gpus, os.cpu_count() or 1)
-        print(f"{len(specs)} tuning runs into {sweep.out_dir}/ with {workers} worker(s)")
-        records, signum = run_all(specs, workers, gpus)
+        with contextlib.ExitStack() as held:  # out_dir's lock while the tuning runs train
+            prepare_out_dir(sweep, specs, args.overwrite, "select-lr", held)
+            gpus = torch.cuda.device_count()
+            workers = parallel_runs(len(specs), args.workers, 0, gpus, os.cpu_count() or 1)
+            print(f"{len(specs)} tuning runs into {sweep.out_dir}/ with {workers} worker(s)")
+            records, signum = run_all(specs, workers, gpus)
         if signum is not None:
             print(
                 "\ninterrupted: finished tuning runs are kept; run the same command again "
@@ -408,7 +411,7 @@ def main(argv: list[str]) -> int:
         path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
         write_timing(records, Path(sweep.out_dir), seconds, workers, command=command, files=[path])
         atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
-    except (ConfigError, OSError, ValueError) as error:
+    except (ConfigError, OSError, ValueError, RunLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for scheme, lr in chosen.items():

@@ -30,6 +30,7 @@ as-trained one, never a replacement of it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -57,6 +58,7 @@ from lab.common.config import (
 from lab.common.events.place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import SWEEP_JSON, SWEEP_RUNS, output_problem
+from lab.common.runlock import run_lock
 from lab.evaluation.labels import NOT_A_SETTING
 from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
 from model import ModelConfig
@@ -610,25 +612,47 @@ def check_program(out_dir: str | Path, program: str) -> None:
         )
 
 
+def check_sweep_runs(out_dir: str) -> None:
+    """Refuse an ``out_dir/_sweep`` (or its ``mean`` or ``figures``, the report's own
+    TensorBoard runs, checked again there) that is a symbolic link or a file.
+
+    Raises:
+        OSError: one line naming it.
+    """
+    for sub in ("mean", "figures"):
+        link = linked_below(Path(out_dir) / SWEEP_RUNS / sub, out_dir)
+        if link is not None or (Path(out_dir) / SWEEP_RUNS).is_file():
+            raise OSError(
+                f"refusing to write into {str(link or Path(out_dir) / SWEEP_RUNS)!r}: it "
+                f"is a symbolic link or a file; a sweep writes only below "
+                f"out_dir={out_dir!r} (remove or rename it)"
+            )
+
+
 def prepare_out_dir(
-    sweep: Sweep, specs: list[RunSpec], overwrite: bool = False, program: str = "sweep"
+    sweep: Sweep,
+    specs: list[RunSpec],
+    overwrite: bool = False,
+    program: str = "sweep",
+    held: contextlib.ExitStack | None = None,
 ) -> None:
     """Check ``sweep.out_dir`` and every run before any run starts: the folder is writable, no
     run folder is a symbolic link (writes never leave ``out_dir`` through one), each run's
     device exists, and every run already there was trained with the settings this sweep
-    asks for (:func:`changed_settings`), so a finished run is never reported as the answer to
-    a question it was not trained on; nor is ``out_dir/_sweep`` (or its ``mean`` or ``figures``)
-    a link or a file, nor a report file's name a folder; the same for the folder of the runs'
-    TensorBoard events (:func:`runs_root`, created here): writable, and no link from it down to
-    a run's ``log_dir``; nor does ``out_dir`` hold another ``program``'s results
+    asks for (:func:`changed_settings`); no report name is a folder (:func:`check_sweep_runs`
+    too); the runs' events folder (:func:`runs_root`, created here) is writable and links
+    down to no ``log_dir``; ``out_dir`` holds no other ``program``'s results
     (:func:`check_program`). With ``overwrite``, runs trained with
     other settings are marked to be replaced (``spec.overwrite``); the training replaces each
     under its folder's lock, after checking everything (:func:`lab.training.trainer.train`), so
-    nothing is deleted here.
+    nothing is deleted here. With ``held``, the lock of ``out_dir`` is taken into it once the
+    folder exists, before its runs are looked at: one sweep, study or tuning at a time writes a
+    folder (:func:`lab.common.runlock.run_lock`).
 
     Raises:
         ConfigError: runs trained with other settings, without ``overwrite`` (one line naming
             the first such run and its differing keys), or another program's ``out_dir``.
+        RunLocked: another process holds ``out_dir`` (one line naming it).
         ValueError: a device this machine does not have (one line).
         OSError: the folder cannot be written, or a run folder (or its events folder) is a
             symbolic link.
@@ -640,15 +664,11 @@ def prepare_out_dir(
     events_root = os.path.abspath(runs_root(sweep.out_dir))
     check_events_root(events_root, sweep.out_dir)  # before out_dir is created
     writable_folder(sweep.out_dir)
+    if held is not None:
+        held.enter_context(run_lock(sweep.out_dir, "out_dir", "another sweep"))
+        check_program(sweep.out_dir, program)  # again: it may have written since
     check_not_folders(sweep.out_dir, [*REPORT_NAMES, SWEEP_JSON])
-    for sub in ("mean", "figures"):  # the report's own TensorBoard runs (checked again there)
-        link = linked_below(Path(sweep.out_dir) / SWEEP_RUNS / sub, sweep.out_dir)
-        if link is not None or (Path(sweep.out_dir) / SWEEP_RUNS).is_file():
-            raise OSError(
-                f"refusing to write into {str(link or Path(sweep.out_dir) / SWEEP_RUNS)!r}: it "
-                f"is a symbolic link or a file; a sweep writes only below "
-                f"out_dir={sweep.out_dir!r} (remove or rename it)"
-            )
+    check_sweep_runs(sweep.out_dir)
     changed = {}
     for spec in specs:
         config = load_config(None, spec.overrides)
