@@ -27,6 +27,7 @@ import torch
 
 from lab.common.commands import Programs, hand_off, list_programs
 from lab.common.config import ConfigError
+from lab.common.outputs import sweep_file_record
 from lab.common.runlock import RunLocked
 from lab.common.signals import run_program
 from lab.stats.verdicts import SMOKE_NOTE
@@ -99,6 +100,9 @@ def execute(
     """Run the planned sweep (locally or through ``executor``), then write its report and
     timing; the exit code (``128 + signal`` when a signal stopped it)."""
     started = time.perf_counter()
+    read = sweep_file_record(  # as it was read, before any run: sweep.json records it
+        args.config or CONFIGS / ("quick.yaml" if args.quick else "ablation.yaml")
+    )
     if sweep.smoke:
         print(f"{SMOKE_NOTE.replace('**', '')} Draw no conclusions from it.")
     if args.launcher != "local":
@@ -118,10 +122,10 @@ def execute(
     seconds = time.perf_counter() - started
     command = shlex.join(["python", "sweep.py", *argv])  # recorded in sweep.json
     if signum is not None:  # its time and counts, so the pass that goes on adds to them
-        write_timing(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
+        write_timing(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command, (), read)
         print("\n" + stopped_line(signum, shlex.join(["python", *sys.argv])), file=sys.stderr)
         return 128 + signum
-    return report(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command)
+    return report(records, Path(sweep.out_dir), seconds, workers, sweep.smoke, command, read)
 
 
 def plan(args: argparse.Namespace, held: contextlib.ExitStack) -> tuple[Sweep, list[RunSpec]]:

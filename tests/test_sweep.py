@@ -988,3 +988,30 @@ def test_a_study_or_a_tuning_into_a_running_sweeps_folder_is_refused(tmp_path, c
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and all("is in use by another sweep (pid" in line for line in lines)
     assert sorted(p.name for p in out_dir.iterdir()) == [".lock"]
+
+
+def test_a_sweep_from_an_edited_sweep_file_is_refused_and_a_spelled_out_one_accepted(
+    finished, tmp_path
+):
+    """sweep.json records the sweep file's path and SHA-256: a sweep made from the page's file
+    as it was not (edited, run, put back) was published under the page's command; it is
+    refused. Naming the page's file another way (--config for --quick) is the same sweep."""
+    from lab.common.files import file_sha256
+    from lab.reporting import readme
+
+    out_dir, _ = finished
+    timing = json.loads((out_dir / "sweep.json").read_text())
+    assert timing["sweep_file"] == {
+        "path": "configs/quick.yaml",
+        "sha256": file_sha256(Path(CONFIG)),
+    }
+    family = made_by(out_dir, readme.FAMILIES["ablation"])
+    quick = family.command.replace(f"--config {CONFIG}", "--quick")
+    assert quick != family.command
+    readme.check_recorded(out_dir, dataclasses.replace(family, command=quick))
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    edited = timing | {"sweep_file": {"path": "configs/quick.yaml", "sha256": "0" * 64}}
+    (copy / "sweep.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match=r"was made from 'configs/quick.yaml' as it was then"):
+        readme.check_recorded(copy, family)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from lab.common.events.place import MARKER, claimed_above
-from lab.common.files import output_file
+from lab.common.files import file_sha256, output_file
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CONFIG_NAME = "config.yaml"
@@ -308,6 +308,48 @@ def essential(command: str) -> list[str]:
         if not word.startswith(EXECUTION_KEYS):
             kept.append(word)
     return kept
+
+
+PROJECT = Path(__file__).resolve().parents[2]
+"""The project's folder: sweep files inside it are recorded by their path relative to it."""
+DEFAULT_SWEEP_FILE = "configs/ablation.yaml"
+"""The sweep file of ``python sweep.py`` without ``--config``."""
+
+
+def sweep_file_words(words: list[str]) -> tuple[str | None, list[str]]:
+    """``(the file, the other words)`` of a ``python sweep.py`` command line's words after
+    ``sweep.py``: ``--config X`` (or ``--config=X``), ``--extend-study [X]`` (default
+    configs/lm_extend.yaml), ``--quick`` (configs/quick.yaml), else :data:`DEFAULT_SWEEP_FILE`;
+    the file is None for another program (``--publish``, ``--compare``, ``--select-lr``)."""
+    rest, found, i = [], None, 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--config="):
+            found = word.partition("=")[2]
+        elif word == "--config" and i + 1 < len(words):
+            found, i = words[i + 1], i + 1
+        elif word == "--quick":
+            found = "configs/quick.yaml"
+        elif word == "--extend-study":
+            found = "configs/lm_extend.yaml"
+            nxt = words[i + 1] if i + 1 < len(words) else ""
+            if nxt and not nxt.startswith("-") and "=" not in nxt:
+                found, i = nxt, i + 1
+            rest.append(word)
+        else:
+            rest.append(word)
+        i += 1
+    if found is None and words and words[0] in ("--publish", "--compare", "--select-lr"):
+        return None, rest
+    return found or DEFAULT_SWEEP_FILE, rest
+
+
+def sweep_file_record(path: str | Path) -> dict[str, str]:
+    """``{"path", "sha256"}`` of the sweep file a sweep read: its path relative to the
+    project when inside it, so that publishing compares it with the file the page names."""
+    resolved = Path(path).resolve()
+    shown = resolved.relative_to(PROJECT) if resolved.is_relative_to(PROJECT) else resolved
+    return {"path": shown.as_posix(), "sha256": file_sha256(resolved)}
 
 
 UNFINISHED = ("failed", "interrupted", "cancelled")

@@ -56,7 +56,7 @@ from lab.common.config import (
     load_yaml,
 )
 from lab.common.files import atomic_write
-from lab.common.outputs import output_problem
+from lab.common.outputs import output_problem, sweep_file_record
 from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
 from lab.sweeps.local import run_all, stopped_line
@@ -470,17 +470,29 @@ def run_command(args: argparse.Namespace, argv: list[str], held: contextlib.Exit
     command = shlex.join(["python", "sweep.py", "--extend-study", *argv])
     seconds = time.perf_counter() - started
     if signum is not None:  # its time and counts, so the pass that goes on adds to them
-        write_timing(records, Path(study.out_dir), seconds, workers, command=command)
+        write_timing(
+            records,
+            Path(study.out_dir),
+            seconds,
+            workers,
+            command=command,
+            sweep_file=sweep_file_record(args.study),
+        )
         print("\n" + stopped_line(signum, command), file=sys.stderr)
         return 128 + signum
-    return finish(records, study, seconds, workers, command)
+    return finish(records, study, seconds, workers, command, sweep_file_record(args.study))
 
 
 def finish(
-    records: list[dict], study: Study, seconds: float, workers: int, command: str | None = None
+    records: list[dict],
+    study: Study,
+    seconds: float,
+    workers: int,
+    command: str | None = None,
+    study_file: dict[str, str] | None = None,
 ) -> int:
     """Write ``results.json`` (every evaluation), ``sweep.json`` (with ``command``, the command
-    line that made the study) and the comparison
+    line that made the study, and ``study_file``, its file's path and SHA-256) and the comparison
     (:func:`lab.lm.extend_report.write_extend_report`; when no parent finished, a report that
     says so, and one ``error:`` line); print it; 1 when a run failed."""
     out_dir = Path(study.out_dir)
@@ -494,7 +506,15 @@ def finish(
     if not any(r["status"] in ("trained", "evaluated", "skipped") for r in parents.values()):
         why = {n: f"{r['status']} ({r.get('error') or 'no error'})" for n, r in parents.items()}
         report = write_no_parent_report(out_dir, why)
-        write_timing(records, out_dir, seconds, workers, command=command, files=written)
+        write_timing(
+            records,
+            out_dir,
+            seconds,
+            workers,
+            command=command,
+            files=written,
+            sweep_file=study_file,
+        )
         print(
             f"error: no comparison: no parent finished ({len(parents)} did not); see {report}",
             file=sys.stderr,
@@ -503,11 +523,21 @@ def finish(
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)
-        write_timing(records, out_dir, seconds, workers, command=command, files=written)
+        write_timing(
+            records,
+            out_dir,
+            seconds,
+            workers,
+            command=command,
+            files=written,
+            sweep_file=study_file,
+        )
         print(f"error: no comparison written: {error}", file=sys.stderr)
         return 1
     files = [*written, *paths.values()]
-    write_timing(records, out_dir, seconds, workers, command=command, files=files)
+    write_timing(
+        records, out_dir, seconds, workers, command=command, files=files, sweep_file=study_file
+    )
     print(paths["report"].read_text())
     print(f"{len(records)} runs in {seconds / 60:.1f} min; report: {paths['report']}")
     return 1 if failed else 0

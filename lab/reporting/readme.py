@@ -28,6 +28,7 @@ import argparse
 import inspect
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -39,7 +40,14 @@ import numpy as np
 
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write, file_sha256
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, essential, placeless
+from lab.common.outputs import (
+    REWRITTEN,
+    SWEEP_JSON,
+    UNFINISHED,
+    essential,
+    placeless,
+    sweep_file_words,
+)
 from lab.diagnostics.report import diagnosed
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.findings import findings
@@ -181,11 +189,42 @@ def check_recorded(sweep_dir: Path, family: Family) -> None:
         )
     check_digests(sweep_dir, family, timing["files"])
     command = timing.get("command") or ""
-    same = placeless if family.fixed_command else essential  # workers and threads aside
-    if same(command) != same(family.command):
+    check_command(sweep_dir, family, command, timing.get("sweep_file"))
+
+
+def check_command(
+    sweep_dir: Path, family: Family, command: str, sweep_file: dict[str, str] | None
+) -> None:
+    """Refuse a sweep made by another command than ``family``'s (workers, threads, device and
+    ``out_dir`` aside, :func:`lab.common.outputs.essential`; only ``out_dir`` for a fixed
+    command), or from another sweep file, or from the page's sweep file as it was not then:
+    ``sweep_file`` (its recorded path and SHA-256) against the file the page's command reads
+    now. A sweep that records its file may name it or not (``--config configs/ablation.yaml``
+    is ``python sweep.py``).
+
+    Raises:
+        ValueError: one line naming the folder, both commands or the file.
+    """
+    same = placeless if family.fixed_command else essential
+    words, wanted = same(command), same(family.command)
+    if isinstance(sweep_file, dict):  # the file is compared by its contents below
+        words, wanted = sweep_file_words(words[2:])[1], sweep_file_words(wanted[2:])[1]
+    if words != wanted:
         raise ValueError(
             f"{shown(sweep_dir)} was made by `{command}`; the {family.name} page states "
             f"`{family.command}` (its runs as described there): publish that sweep"
+        )
+    path = sweep_file_words(shlex.split(family.command)[2:])[0]
+    if not isinstance(sweep_file, dict) or path is None:
+        return
+    now = file_sha256(ROOT / path) if (ROOT / path).is_file() else None
+    if (ROOT / sweep_file.get("path", "")).resolve() != (ROOT / path).resolve() or (
+        sweep_file.get("sha256") != now
+    ):
+        raise ValueError(
+            f"{shown(sweep_dir)} was made from {sweep_file.get('path')!r} as it was then "
+            f"(SHA-256 {str(sweep_file.get('sha256'))[:12]}...), not from {path!r} as the "
+            f"{family.name} page's command reads it now: re-run `{family.command}`"
         )
 
 

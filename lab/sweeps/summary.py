@@ -24,11 +24,12 @@ def report(
     workers: int = 1,
     smoke: bool = False,
     command: str | None = None,
+    sweep_file: dict[str, str] | None = None,
 ) -> int:
     """Write the comparison report and ``sweep.json`` (:func:`write_timing`: ``command``, the
-    wall time, workers, machine), print the table, the "where it fails" lines, which findings
-    it could decide (none for a ``smoke`` sweep: :data:`lab.stats.verdicts.SMOKE_NOTE`
-    instead) and where everything is.
+    sweep file, the wall time, workers, machine), print the table, the "where it fails" lines,
+    which findings it could decide (none for a ``smoke`` sweep:
+    :data:`lab.stats.verdicts.SMOKE_NOTE` instead) and where everything is.
 
     Returns:
         0, or 1 when a run failed or was stopped on its own (a signal sent to one worker), or
@@ -41,6 +42,7 @@ def report(
 
     results = result_records(records)
     timing = {"seconds": seconds, "workers": workers, "smoke": smoke, "command": command}
+    timing["sweep_file"] = sweep_file
     paths, unwritten = _write(records, results, out_dir, timing)
     synthetic = [r for r in results if r.get("kind") != "lm"]
     lm = [r for r in results if r.get("kind") == "lm"]
@@ -170,14 +172,14 @@ def write_timing(
     smoke: bool = False,
     command: str | None = None,
     files: Iterable[Path] = (),
+    sweep_file: dict[str, str] | None = None,
 ) -> Path:
     """Write ``OUT_DIR/sweep.json``: the command line that made the sweep (``command``, e.g.
-    ``python sweep.py --config configs/lm_quick.yaml``; null when not given), its wall time in
-    seconds, workers, runs by status, the evaluation records its results files hold
-    (``results``: :func:`record_counts`; several per run evaluated several ways), the SHA-256
-    of each report file this pass wrote (``files``: name -> digest, which publishing checks,
-    so a file edited or copied in from another sweep is never published as this one's), the
-    machine, and ``"smoke": true`` for a smoke sweep.
+    ``python sweep.py --config configs/lm_quick.yaml``; null when not given), the sweep
+    file's path and SHA-256 (``sweep_file``), wall time, workers, runs by status, evaluation
+    records (``results``: :func:`record_counts`), the SHA-256 of each report file this pass
+    wrote (``files``: publishing checks them and ``sweep_file``), the machine, and ``"smoke":
+    true`` for a smoke sweep.
 
     A pass that skipped every run (a re-run of a finished sweep) keeps the ``sweep.json``
     already there, when the project wrote it for the same command (:func:`same_command`): its
@@ -190,8 +192,7 @@ def write_timing(
     Another command's pass that skipped every run writes its own counts, which publishing
     refuses as no result (:func:`lab.reporting.readme.check_complete`). A pass where a run
     failed or was stopped always writes its counts, so the reports it rewrote without that
-    run are never published as the whole sweep. A pass that goes on with an unfinished one of
-    the same command adds that pass's seconds (:func:`unfinished_pass`).
+    run are never published as the whole sweep.
     """
     path = out_dir / SWEEP_JSON
     digests = {Path(f).name: file_sha256(f) for f in files}
@@ -209,6 +210,7 @@ def write_timing(
         "runs": {s: sum(r["status"] == s for r in records) for s in statuses},
         "results": record_counts(result_records(records)),
         "files": digests,
+        "sweep_file": sweep_file,
         "machine": describe(info),
         "machine_info": info,
     }
