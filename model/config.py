@@ -116,6 +116,9 @@ class ModelConfig:
                 f"parameters; the maximum is {MAX_PARAMETERS:,} (2**28)"
             )
         scheme_class(self.position)  # a known name, before any other check reads it
+        for key in ("layout", "heads"):  # 'rope, none' is 'rope,none': one run, one label
+            if isinstance(getattr(self, key), str):
+                setattr(self, key, "".join(getattr(self, key).split()))
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "

@@ -636,3 +636,16 @@ def test_a_window_that_every_layer_overrides_is_refused():
         load_config(None, ["model.n_layers=2", "model.layout=rope@4,none@8", "model.window=8"])
     config = load_config(None, ["model.n_layers=2", "model.layout=rope@4,none", "model.window=8"])
     assert config.model.windows == (4, 8)
+
+
+def test_a_layout_spelled_with_spaces_is_the_same_model_and_one_run(tmp_path):
+    """'rope, none' trained the model of 'rope,none' again, in a second folder and arm (and a
+    child given it was refused as another layout than its parent's); spaces are dropped."""
+    config = load_config(None, ["model.n_layers=2", "model.layout=rope, none"])
+    assert config.model.layout == "rope,none"
+    heads = load_config(None, ["model.heads=rope:2 + none:2"])
+    assert heads.model.heads == "rope:2+none:2"
+    sweep = tmp_path / "sweep.yaml"
+    OmegaConf.save({"out_dir": str(tmp_path / "out"), "grid": {"seed": [0]}}, sweep)
+    specs = expand(load_sweep(sweep, ["model.layout=rope,none;rope, none", "model.n_layers=2"]))
+    assert [s.name for s in specs] == ["seed0-layoutrope,none"]

@@ -236,6 +236,8 @@ def _apply_override(sweep: Sweep, item: str) -> None:
         sweep.out_dir = value
     elif separator in value:
         values = value.split(separator)
+        if key == LAYOUT_KEY:  # 'rope,none; none,rope': no space in a run's folder name
+            values = ["".join(v.split()) for v in values]
         if not all(values):
             raise ConfigError(f"override {item!r} has an empty value in its list")
         sweep.grid[key] = values
