@@ -35,6 +35,7 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
     exit_at_once("eval.py")
 
 import argparse
+import contextlib
 import shlex
 import sys
 from pathlib import Path
@@ -42,9 +43,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from lab.common.checkpoint import checkpoint_path
 from lab.common.config import ConfigError, EvalConfig, flat_keys
 from lab.common.files import check_not_folders, writable_folder
 from lab.common.outputs import LM_REPORT_NAMES, REPORT_FILES, foreign_files, output_problem
+from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
 from lab.diagnostics.summary import run_line
@@ -74,6 +77,20 @@ def main(argv: list[str] | None = None) -> int:
         device, runs = check_arguments(args)
     except ERRORS as error:
         return fail(error)
+    with contextlib.ExitStack() as held:
+        folder = Path(args.path)
+        if (folder / LOCK_NAME).is_file() and not checkpoint_path(folder).is_file():
+            try:  # a sweep's folder: not while a sweep, study or tuning writes it
+                held.enter_context(run_lock(folder, "out_dir", "another sweep"))
+            except RunLocked as error:
+                return fail(error)
+        return evaluate_all(args, argv, device, runs)
+
+
+def evaluate_all(
+    args: argparse.Namespace, argv: list[str] | None, device: torch.device, runs: list[Path]
+) -> int:
+    """Evaluate ``runs`` and write the reports (see :func:`main`)."""
     out = Path(args.out) if args.out else Path(args.path)
     try:
         writable_folder(out, create=False)  # created when the first file is written into it

@@ -116,9 +116,7 @@ class ModelConfig:
                 f"parameters; the maximum is {MAX_PARAMETERS:,} (2**28)"
             )
         scheme_class(self.position)  # a known name, before any other check reads it
-        for key in ("layout", "heads"):  # 'rope, none' is 'rope,none': one run, one label
-            if isinstance(getattr(self, key), str):
-                setattr(self, key, "".join(getattr(self, key).split()))
+        self._drop_layout_spaces()
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
@@ -161,6 +159,12 @@ class ModelConfig:
         for member in member_configs(self, layers, options).values() if members else ():
             scheme_class(member.position).check(member, member.scheme_options)
         self.options = {name: options_dict(value) for name, value in options.items()}
+
+    def _drop_layout_spaces(self) -> None:
+        """``'rope, none'`` is ``'rope,none'``: one model, one run and one label."""
+        for key in ("layout", "heads"):
+            if isinstance(getattr(self, key), str):
+                setattr(self, key, "".join(getattr(self, key).split()))
 
     def _drop_plain_layout(self, layers: tuple) -> bool:
         """Whether ``layers`` run ``position`` alone on every head; with no window either, the

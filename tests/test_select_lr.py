@@ -103,6 +103,7 @@ def test_select_lr_trains_every_scheme_at_every_rate_and_writes_a_sweep_that_use
 ):
     out = tmp_path / "tune"
     argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3,3e-2", "--workers", "1"]
+    argv += ["train.target_accuracy=null"]  # 60 steps learn nothing: ranked by validation
     assert sweep_cli.main([*argv, "position=rope,learned", *TINY, f"out_dir={out}"]) == 0
     selection = json.loads((out / "lr_selection.json").read_text())
     arms = [Arm(**a) for a in selection["arms"]]
@@ -269,3 +270,15 @@ def test_a_pass_that_trains_nothing_keeps_the_tuning_time_of_the_pass_that_did(
     tuned = recipe([load_config(None, spec.overrides) for spec in expand(sweep)])
     assert tuned["data.task"] == ["copy", "svo"] and tuned["model.d_model"] == [32]
     assert tuned["train.steps"] == [60]
+
+
+def test_no_rate_that_learned_is_no_rate_chosen(tmp_path: Path, capsys):
+    """Every rate missing the target ranked as a tie that list order broke, and a sweep file
+    'chose' the first rate; the tuning's numbers are written, no sweep file, and one line says
+    which scheme learned at no rate."""
+    out = tmp_path / "tune"
+    argv = ["--select-lr", "--config", QUICK, "--lrs", "1e-3", "--workers", "1"]
+    assert sweep_cli.main([*argv, "position=rope", *TINY, f"out_dir={out}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: no rate learned rope within the tuning budget")
+    assert (out / "lr_selection.json").is_file() and not (out / "selected_sweep.yaml").exists()

@@ -814,7 +814,8 @@ def test_a_sweep_of_another_command_is_refused_by_a_page_that_describes_its_own(
     with pytest.raises(ValueError, match=rf"was made by `python sweep.py .*`; the {slot} page "):
         readme.check_recorded(out_dir, readme.FAMILIES[slot])
     family = made_by(out_dir, readme.FAMILIES[slot])
-    more = dataclasses.replace(family, command=f"{family.command} --workers 7 threads=3")
+    how = "--workers 7 threads=3 --overwrite --launcher submitit-local --slurm.cpus 2"
+    more = dataclasses.replace(family, command=f"{family.command} {how}")
     readme.check_recorded(out_dir, more)  # how it ran is no part of what it computed
 
 
@@ -1015,3 +1016,34 @@ def test_a_sweep_from_an_edited_sweep_file_is_refused_and_a_spelled_out_one_acce
     (copy / "sweep.json").write_text(json.dumps(edited))
     with pytest.raises(ValueError, match=r"was made from 'configs/quick.yaml' as it was then"):
         readme.check_recorded(copy, family)
+
+
+def test_a_skip_all_pass_after_an_overwrite_pass_keeps_the_training_time(tmp_path):
+    """A sweep retrained with --overwrite, then run again as the page's plain command (which
+    skips every run), lost its training time: the second command counted as another one. How a
+    pass ran (--overwrite, workers, launcher) is no part of the command's identity."""
+    from lab.sweeps.summary import write_timing
+
+    trained = [{"name": n, "status": "trained"} for n in "ab"]
+    write_timing(trained, tmp_path, 600.0, 2, command="python sweep.py --overwrite seed=0")
+    skipped = [{"name": n, "status": "skipped"} for n in "ab"]
+    kept = json.loads(write_timing(skipped, tmp_path, 0.7, 1, command="python sweep.py seed=0")
+                      .read_text())  # fmt: skip
+    assert (kept["seconds"], kept["runs"]) == (600.0, {"trained": 2})
+
+
+def test_eval_py_on_a_sweep_folder_in_use_is_refused(finished, tmp_path, capsys):
+    """eval.py over a running sweep's folder evaluated half-trained checkpoints and wrote its
+    reports into the live folder; it takes the folder's lock as the sweep programs do."""
+    import eval as eval_cli
+    from lab.common.runlock import run_lock
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = (copy / "report.md").read_bytes()
+    with run_lock(copy, "out_dir", "another sweep"):  # as a running sweep holds it
+        assert eval_cli.main([str(copy), "--threads", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is in use by another sweep (pid" in err[0]
+    assert (copy / "report.md").read_bytes() == before

@@ -288,24 +288,28 @@ def placeless(command: str) -> list[str]:
     return [word for word in shlex.split(command) if not word.startswith("out_dir=")]
 
 
-EXECUTION_FLAGS = ("--workers", "--runs-per-device")
-"""Command-line flags (with a value) that decide how a sweep runs, not what it computes."""
+EXECUTION_FLAGS = ("--workers", "--runs-per-device", "--launcher", "--slurm.")
+"""Command-line flags (with a value; ``--slurm.`` stands for each of its flags) that decide
+how a sweep runs, not what it computes."""
+EXECUTION_SWITCHES = ("--overwrite",)
+"""Flags without a value that decide which runs a pass retrains, not what they compute."""
 EXECUTION_KEYS = ("out_dir=", "threads=", "device=", "train.progress=")
 """``key=value`` words that decide where and how a sweep runs, not what it computes."""
 
 
 def essential(command: str) -> list[str]:
     """The words of ``command`` (a sweep's command line) that decide what it computes: without
-    :data:`EXECUTION_FLAGS` (and their values) and :data:`EXECUTION_KEYS`. Two commands with
-    the same words made the same sweep, however many workers or threads ran it, wherever."""
+    :data:`EXECUTION_FLAGS` (and their values), :data:`EXECUTION_SWITCHES` and
+    :data:`EXECUTION_KEYS`. Two commands with the same words made the same sweep, however many
+    workers or threads ran it, on which launcher, wherever, and whether a pass retrained."""
     kept, words = [], iter(shlex.split(command))
     for word in words:
         flag = word.partition("=")[0]
-        if flag in EXECUTION_FLAGS:
+        if flag.startswith(EXECUTION_FLAGS) and flag.startswith("--"):
             if "=" not in word:
                 next(words, None)  # --workers 2: its value too
             continue
-        if not word.startswith(EXECUTION_KEYS):
+        if flag not in EXECUTION_SWITCHES and not word.startswith(EXECUTION_KEYS):
             kept.append(word)
     return kept
 

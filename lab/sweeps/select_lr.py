@@ -129,6 +129,20 @@ def choose(arms: list[Arm], rates: list[float]) -> dict[str, float]:
     return chosen
 
 
+def not_learned(arms: list[Arm], configs: list[Any]) -> list[str]:
+    """The schemes none of whose exact-match tuning runs reached the accuracy target at any
+    rate, where ``configs`` (the tuning runs') set one: their ranking is a tie of failures, so
+    a rate chosen for them would be chosen by the order of ``--lrs``, not by what it measured.
+    """
+    targeted = {c.model.position for c in configs if c.train.target_accuracy is not None}
+    schemes = dict.fromkeys(a.scheme for a in arms if not a.language_model)
+    return [
+        s
+        for s in schemes
+        if s in targeted and not any(a.reached_target for a in arms if a.scheme == s)
+    ]
+
+
 def why(arms: list[Arm], scheme: str, lr: float) -> str:
     """One line saying what the chosen rate's arms measured, against the other rates."""
     parts = []
@@ -410,6 +424,16 @@ def main(argv: list[str]) -> int:
         meta |= {"recipe": recipe(configs)}
         path = write_selection(Path(sweep.out_dir), arms, chosen, meta | {"seconds": seconds})
         write_timing(records, Path(sweep.out_dir), seconds, workers, command=command, files=[path])
+        failed = not_learned(arms, configs)
+        if failed:
+            print(
+                f"error: no rate learned {', '.join(failed)} within the tuning budget (no run "
+                f"reached train.target_accuracy at any of --lrs={args.lrs}): a rate would be "
+                f"chosen by the order of --lrs; give more train.steps or other --lrs "
+                f"({path} has every run's numbers; no sweep file was written)",
+                file=sys.stderr,
+            )
+            return 1
         atomic_write(target, selected_sweep_file(Path(args.config), chosen, command))
     except (ConfigError, OSError, ValueError, RunLocked) as error:
         print(f"error: {error}", file=sys.stderr)

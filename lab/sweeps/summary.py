@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lab.common.files import atomic_write, file_sha256
 from lab.common.machine import describe, machine_info
-from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, is_ours, placeless
+from lab.common.outputs import REWRITTEN, SWEEP_JSON, UNFINISHED, essential, is_ours
 from lab.stats.verdicts import SMOKE_NOTE
 
 
@@ -256,14 +256,15 @@ def training_pass(path: Path) -> dict | None:
 
 
 def same_command(path: Path, command: str | None) -> bool:
-    """``path`` is a ``sweep.json`` the project wrote for ``command`` (its ``out_dir=`` aside: a
-    sweep folder moved or copied is the same sweep): a pass of that command that skipped every
-    run keeps it (and its wall time)."""
+    """``path`` is a ``sweep.json`` the project wrote for ``command`` (how it ran aside,
+    :func:`lab.common.outputs.essential`: a sweep folder moved or copied, run with other
+    workers or retrained with ``--overwrite`` is the same sweep): a pass of that command that
+    skipped every run keeps it (and its wall time)."""
     if not is_ours(path):
         return False
     saved = json.loads(path.read_text()).get("command")
     return (
-        saved == command or None not in (saved, command) and placeless(saved) == placeless(command)
+        saved == command or None not in (saved, command) and essential(saved) == essential(command)
     )
 
 
