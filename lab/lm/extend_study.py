@@ -502,19 +502,17 @@ def finish(
         print(f"FAILED {record['name']}: {record.get('error')}", file=sys.stderr)
     text = json.dumps(results, indent=1, allow_nan=False) + "\n"
     written = [atomic_write(out_dir / "results.json", text)]
+
+    def timing(files: list[Path]) -> None:
+        write_timing(
+            records, out_dir, seconds, workers, command=command, files=files, sweep_file=study_file
+        )
+
     parents = {r["name"]: r for r in records if r["name"] in {p.name for p in study.parents}}
     if not any(r["status"] in ("trained", "evaluated", "skipped") for r in parents.values()):
         why = {n: f"{r['status']} ({r.get('error') or 'no error'})" for n, r in parents.items()}
         report = write_no_parent_report(out_dir, why)
-        write_timing(
-            records,
-            out_dir,
-            seconds,
-            workers,
-            command=command,
-            files=written,
-            sweep_file=study_file,
-        )
+        timing(written)
         print(
             f"error: no comparison: no parent finished ({len(parents)} did not); see {report}",
             file=sys.stderr,
@@ -523,21 +521,10 @@ def finish(
     try:
         paths = write_extend_report(results, out_dir)
     except (KeyError, ValueError) as error:  # records without per-window losses (not LM runs)
-        write_timing(
-            records,
-            out_dir,
-            seconds,
-            workers,
-            command=command,
-            files=written,
-            sweep_file=study_file,
-        )
+        timing(written)
         print(f"error: no comparison written: {error}", file=sys.stderr)
         return 1
-    files = [*written, *paths.values()]
-    write_timing(
-        records, out_dir, seconds, workers, command=command, files=files, sweep_file=study_file
-    )
+    timing([*written, *paths.values()])
     print(paths["report"].read_text())
     print(f"{len(records)} runs in {seconds / 60:.1f} min; report: {paths['report']}")
     return 1 if failed else 0
