@@ -649,3 +649,19 @@ def test_a_layout_spelled_with_spaces_is_the_same_model_and_one_run(tmp_path):
     OmegaConf.save({"out_dir": str(tmp_path / "out"), "grid": {"seed": [0]}}, sweep)
     specs = expand(load_sweep(sweep, ["model.layout=rope,none;rope, none", "model.n_layers=2"]))
     assert [s.name for s in specs] == ["seed0-layoutrope,none"]
+
+
+def test_a_sweep_files_layouts_and_when_blocks_drop_spaces_too(tmp_path):
+    """In a sweep file's grid, 'rope, none' and 'rope,none' were two arms of one model (a run
+    folder name with a space); a when block spelled with spaces matched no run."""
+    sweep = tmp_path / "sweep.yaml"
+    grid = {"model.layout": ["rope, none", "rope,none", "none , none"], "seed": [0]}
+    when = {"model.layout=none, none": {"train": {"lr": 3e-3}}}
+    base = {"model": {"n_layers": 2}}
+    OmegaConf.save(
+        {"out_dir": str(tmp_path / "out"), "base": base, "grid": grid, "when": when}, sweep
+    )
+    specs = expand(load_sweep(sweep))
+    assert [s.name for s in specs] == ["layoutrope,none-seed0", "layoutnone,none-seed0"]
+    lrs = [load_config(None, s.overrides).train.lr for s in specs]
+    assert lrs == [1e-3, 3e-3]

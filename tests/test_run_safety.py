@@ -488,6 +488,17 @@ def test_a_second_writer_is_refused_naming_the_folder_and_holder(
     assert train(tiny_config(tmp_path, *SHORT)).finished  # released when the holder is done
 
 
+def test_a_folder_where_the_lock_goes_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / ".lock").mkdir()
+    code, err = cli(capsys, *TINY_RUN, f"run_dir={tmp_path}")
+    assert code != 0
+    line = f"{str(tmp_path / '.lock')!r} is a folder, not a lock file; remove it or pick another run_dir"
+    assert line in err and "Traceback" not in err
+    assert not checkpoint_path(tmp_path).exists()
+
+
 def test_a_symlink_planted_as_the_lock_is_replaced_not_written_through(tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

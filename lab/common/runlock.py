@@ -53,13 +53,16 @@ def run_lock(
     Raises:
         RunLocked: another process (or another open of the lock in this process) holds it; the
             message names the folder and the holder's process id and host when known.
-        OSError: the folder or the lock file cannot be created.
+        OSError: the folder or the lock file cannot be created, or the lock's name is a folder
+            (one line).
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = run_dir / LOCK_NAME
     if lock.is_symlink():
         lock.unlink()  # a planted link is replaced, never written through
+    elif lock.is_dir():
+        raise OSError(f"{str(lock)!r} is a folder, not a lock file; remove it or pick another {key}")
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         if not _try_lock(fd):

@@ -80,14 +80,29 @@ def read_grid(raw: Any, where: str) -> dict[str, list[Any]]:
     return grid
 
 
+SPACELESS = ("model.layout", "model.heads")
+"""Keys whose text means the same with spaces or without (the model drops them, so a run's
+name and label do too)."""
+
+
+def spaceless(condition: str) -> str:
+    """A ``when`` condition ``KEY=VALUE`` with the spaces of a :data:`SPACELESS` key's value
+    dropped (``'model.layout=rope, none'`` -> ``'model.layout=rope,none'``); others as given."""
+    key, sep, value = condition.partition("=")
+    return f"{key}{sep}{''.join(value.split())}" if key.strip() in SPACELESS else condition
+
+
 def expand_all(key: str, values: list[Any]) -> list[Any]:
     """``values`` of grid key ``key`` with :data:`ALL` replaced, in place, by every registered
-    name of ``key`` and repeated values dropped (the first kept).
+    name of ``key``, the spaces of a :data:`SPACELESS` key's text dropped, and repeated values
+    dropped (the first kept).
 
     Raises:
         ConfigError: a value of a key of :data:`EVERY` that is neither a registered name nor
             :data:`ALL`, or :data:`ALL` for any other key whose values are not text (one line).
     """
+    if key in SPACELESS:  # 'rope, none' is the layout, run and label of 'rope,none'
+        values = ["".join(v.split()) if isinstance(v, str) else v for v in values]
     if key not in EVERY:
         if ALL in values and declared_type(key) not in (str, None):
             raise ConfigError(f"{key}={ALL} is invalid; {only_all()}")

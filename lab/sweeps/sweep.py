@@ -60,7 +60,17 @@ from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import SWEEP_JSON, SWEEP_RUNS, output_problem
 from lab.common.runlock import run_lock
 from lab.evaluation.labels import NOT_A_SETTING
-from lab.sweeps.grid import ALIASES, ALL, EVERY, check_when, expand_all, only_all, read_grid, text
+from lab.sweeps.grid import (
+    ALIASES,
+    ALL,
+    EVERY,
+    check_when,
+    expand_all,
+    only_all,
+    read_grid,
+    spaceless,
+    text,
+)
 from model import ModelConfig
 from model.layout import named_schemes
 from model.position import available_schemes, scheme_class
@@ -192,7 +202,7 @@ def _read_sweep_file(path: Path) -> Sweep:
                 f"sweep file {str(path)!r}: when block {condition!r} must be a mapping of "
                 f"settings, e.g. {{train: {{steps: 500}}}}; got {values!r}"
             )
-    when = {k: dotted(v) for k, v in (raw.get("when") or {}).items()}
+    when = {spaceless(k): dotted(v) for k, v in (raw.get("when") or {}).items()}
     base = dotted(raw.get("base") or {})
     for item in [o for o in base if o.startswith(EVAL_AXIS)]:  # a label too (see below)
         base.remove(item)
@@ -236,9 +246,7 @@ def _apply_override(sweep: Sweep, item: str) -> None:
         sweep.out_dir = value
     elif separator in value:
         values = value.split(separator)
-        if key == LAYOUT_KEY:  # 'rope,none; none,rope': no space in a run's folder name
-            values = ["".join(v.split()) for v in values]
-        if not all(values):
+        if not all(v.strip() for v in values):
             raise ConfigError(f"override {item!r} has an empty value in its list")
         sweep.grid[key] = values
     elif key in sweep.grid or key.startswith(EVAL_AXIS) or (key in EVERY and value == ALL):
