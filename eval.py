@@ -46,7 +46,14 @@ from tqdm import tqdm
 from lab.common.checkpoint import checkpoint_path
 from lab.common.config import ConfigError, EvalConfig, flat_keys
 from lab.common.files import check_not_folders, writable_folder
-from lab.common.outputs import LM_REPORT_NAMES, REPORT_FILES, foreign_files, output_problem
+from lab.common.outputs import (
+    LM_REPORT_NAMES,
+    PROGRAMS,
+    REPORT_FILES,
+    foreign_files,
+    output_problem,
+    recorded_program,
+)
 from lab.common.runlock import LOCK_NAME, RunLocked, run_lock
 from lab.common.runtime import configure_threads, resolve_device
 from lab.common.signals import run_program
@@ -57,7 +64,7 @@ from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
 from lab.sweeps.summary import mark_rewritten
-from lab.sweeps.sweep import PROGRAMS, recorded_program, recorded_smoke
+from lab.sweeps.sweep import recorded_smoke
 
 ERRORS = (ConfigError, OSError, ValueError)
 

@@ -2,6 +2,7 @@
 under docs/results/ come from the committed files and the registries, and they agree."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -207,10 +208,17 @@ def test_a_sweeps_files_are_copied_beside_their_page(tmp_path: Path) -> None:
     sweep, results = tmp_path / "suite", tmp_path / "results"
     sweep.mkdir()
     (sweep / "results.json").write_text("[1]")
-    with pytest.raises(FileNotFoundError, match="lacks sweep.json; run python sweep.py first"):
+    made = "lacks sweep.json; make them with `python sweep.py --config configs/suite.yaml` "
+    with pytest.raises(FileNotFoundError, match=re.escape(made)):
         readme.copy_results(sweep, FAMILIES["suite"], results)
     (sweep / "sweep.json").write_text("{}")
     readme.copy_results(sweep, FAMILIES["suite"], results)
+    study = tmp_path / "study"  # an extend study's folder in a sweep's slot: told where it goes
+    study.mkdir()
+    (study / "sweep.json").write_text('{"command": "python sweep.py --extend-study s.yaml"}')
+    where = "`python sweep.py --extend-study`: publish it with --publish --lm-extend DIR"
+    with pytest.raises(FileNotFoundError, match=re.escape(where)):
+        readme.copy_results(study, FAMILIES["ablation"], results)
     readme.copy_results(sweep, FAMILIES["suite-quick"], results)
     names = sorted(p.name for p in (results / "suite").iterdir())
     assert names == ["quick_sweep.json", "results.json", "sweep.json"]
@@ -634,18 +642,23 @@ def test_a_page_of_a_re_evaluated_sweep_gives_the_training_time_and_says_it_re_e
 def test_a_sweep_folder_that_does_not_record_its_files_is_no_result_page(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    """The v2 and RoPE-scaling slots take an optional sweep.json: without one (or with one that
-    records no files) a hand-edited report.md was published at exit 0, under the family's
-    command. A folder must record its files; the RoPE-scaling page, which states its own
-    command and runs, takes only a sweep of that command. Nothing is written."""
+    """The RoPE-scaling slot takes an optional sweep.json (the v2 slot did): without one (or
+    with one that records no files) a hand-edited report.md was published at exit 0, under
+    the family's command. A folder must record its files; the RoPE-scaling page, which states
+    its own command and runs, takes only a sweep of that command. Nothing is written."""
     sandbox(tmp_path, monkeypatch)
     before = snapshot(tmp_path)
     edited = bad_sweep(tmp_path, "report.md", "# Evaluation report\n\nhand-written\n")
     (edited / "sweep.json").unlink()
-    assert readme.main(["--v2", str(edited)]) == 2
+    assert readme.main(["--rope-scaling", str(edited)]) == 2
     assert one_error_line(capsys).endswith(
         "has no sweep.json: nothing shows its files are one sweep's; run the sweep's command "
         "into it (a finished sweep skips its runs and records its files)"
+    )
+    assert readme.main(["--v2", str(edited)]) == 2  # the v2 slot takes only a whole sweep
+    assert one_error_line(capsys).endswith(
+        "lacks sweep.json; make them with `python sweep.py position=t5,fire,kerple,xpos,cope "
+        "seed=0,1,2 out_dir=runs/v2` (into this folder) first"
     )
     old = bad_sweep(tmp_path, "report.md", "# Evaluation report\n\nhand-written\n")
     timing = json.loads((old / "sweep.json").read_text())

@@ -494,7 +494,8 @@ def test_a_folder_where_the_lock_goes_is_one_line_naming_it(
     (tmp_path / ".lock").mkdir()
     code, err = cli(capsys, *TINY_RUN, f"run_dir={tmp_path}")
     assert code != 0
-    line = f"{str(tmp_path / '.lock')!r} is a folder, not a lock file; remove it or pick another run_dir"
+    lock = str(tmp_path / ".lock")
+    line = f"{lock!r} is a folder, not a lock file; remove it or pick another run_dir"
     assert line in err and "Traceback" not in err
     assert not checkpoint_path(tmp_path).exists()
 

@@ -17,8 +17,9 @@ from conftest import SWEEP_TINY, one_error_line
 
 import sweep
 from data import available_tasks
-from lab.common.config import ConfigError, load_config
+from lab.common.config import RESUME_KEYS, ConfigError, load_config
 from lab.common.files import file_sha256
+from lab.evaluation.labels import NOT_A_SETTING
 from lab.sweeps.grid import exact_match_tasks
 from lab.sweeps.local import parallel_runs, worker_devices
 from lab.sweeps.sweep import expand, load_sweep
@@ -317,6 +318,22 @@ def test_changed_evaluation_or_runtime_settings_only_reevaluate(finished, tmp_pa
         json.loads((copy / "none-copy-seed0" / "eval.json").read_text())["lengths"][0]["samples"]
         == 4
     )
+
+
+def test_changing_how_often_a_run_logs_saves_or_scores_2x_is_no_other_setting(
+    finished, tmp_path, capsys
+):
+    """train.log_every, train.checkpoint_every and train.extrapolation_every are no setting of
+    an arm (a grid over them is refused), yet a re-run changing one refused every finished run
+    as 'trained with other settings' and offered only --overwrite; they are skipped, and
+    --resume may change them too."""
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    logging = ("train.log_every=3", "train.checkpoint_every=3", "train.extrapolation_every=0")
+    assert run_sweep(copy, "position=none,rope", "seed=0", *logging) == 0
+    assert "0 run(s) trained, 0 only re-evaluated, 2 skipped" in capsys.readouterr().out
+    assert set(NOT_A_SETTING) - {"seed"} <= set(RESUME_KEYS) | {"run_dir", "log_dir"}
 
 
 def test_repeated_grid_values_are_one_run():
@@ -939,7 +956,9 @@ def test_start_order_puts_its_axes_outermost_and_changes_no_name(tmp_path: Path)
     )
 
 
-@pytest.mark.parametrize("order", ["[seed, seed]", "[model.window]", "seed"])
+@pytest.mark.parametrize(
+    "order", ["[seed, seed]", "[model.window]", "seed", "{}", "false", "0", "''"]
+)
 def test_a_start_order_that_is_not_a_list_of_grid_keys_is_refused(
     tmp_path: Path, order: str
 ) -> None:
@@ -1047,3 +1066,28 @@ def test_eval_py_on_a_sweep_folder_in_use_is_refused(finished, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is in use by another sweep (pid" in err[0]
     assert (copy / "report.md").read_bytes() == before
+
+
+def test_eval_py_on_a_run_a_training_process_holds_is_refused(finished, tmp_path, capsys):
+    """eval.py RUN on a run that train.py was training wrote eval.json, reports, figures and
+    events into the live folder at exit 0; without --out it takes the run's lock, as --resume
+    does. With --out (nothing written into the run) it evaluates the checkpoint there."""
+    import eval as eval_cli
+    from lab.common.runlock import run_lock
+
+    out_dir, _ = finished
+    run = tmp_path / "run"
+    shutil.copytree(out_dir / "rope-copy-seed0", run)
+
+    def files() -> dict[str, bytes]:  # the lock file aside: its holder writes its name there
+        return {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
+
+    before = files()
+    with run_lock(run):  # as a training process holds it
+        assert eval_cli.main([str(run), "--threads", "1", "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert files() == before
+        out = tmp_path / "out"
+        assert eval_cli.main([str(run), "--out", str(out), "--threads", "1", "--no-progress"]) == 0
+    assert len(err) == 1 and "is in use by another training process (pid" in err[0]
+    assert (out / "report.md").is_file()

@@ -289,9 +289,19 @@ def check_given_position(config: Config, sources: list) -> None:
     )
 
 
-RESUME_KEYS = ("device", "threads", "compile", "train.progress", "train.steps")
-"""Keys that ``--resume`` may change: where and how the run executes, and the step budget
-(a longer budget extends a run; see :func:`lab.training.trainer.train`)."""
+RESUME_KEYS = (
+    "device",
+    "threads",
+    "compile",
+    "train.progress",
+    "train.steps",
+    "train.log_every",
+    "train.checkpoint_every",
+    "train.extrapolation_every",
+)
+"""Keys that ``--resume`` may change: where and how the run executes, how often it logs,
+saves and scores 2x and 4x (none changes a weight or a stop step), and the step budget (a
+longer budget extends a run; see :func:`lab.training.trainer.train`)."""
 
 
 def with_overrides(config: Config, overrides: list[str] | tuple[str, ...]) -> Config:

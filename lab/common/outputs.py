@@ -359,3 +359,26 @@ def sweep_file_record(path: str | Path) -> dict[str, str]:
 UNFINISHED = ("failed", "interrupted", "cancelled")
 """Statuses of a pass that did not finish its sweep: the next pass of the same command goes on
 with it, and its wall time adds to that pass's; publishing refuses such a pass's folder."""
+
+
+PROGRAMS = {
+    "sweep": "python sweep.py",
+    "extend-study": "python sweep.py --extend-study",
+    "select-lr": "python sweep.py --select-lr",
+}
+"""The programs whose results a sweep folder holds -> how their recorded command begins."""
+
+
+def recorded_program(out_dir: str | Path) -> str | None:
+    """Which of :data:`PROGRAMS` made the sweep in ``out_dir``, read from the command its
+    ``sweep.json`` records; None when it records none (or there is no such file)."""
+    try:
+        command = json.loads((Path(out_dir) / SWEEP_JSON).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(command, str) or not command.startswith(PROGRAMS["sweep"]):
+        return None
+    for program in ("extend-study", "select-lr"):
+        if command.startswith(f"{PROGRAMS[program]} ") or command == PROGRAMS[program]:
+            return program
+    return "sweep"

@@ -62,7 +62,9 @@ def run_lock(
     if lock.is_symlink():
         lock.unlink()  # a planted link is replaced, never written through
     elif lock.is_dir():
-        raise OSError(f"{str(lock)!r} is a folder, not a lock file; remove it or pick another {key}")
+        raise OSError(
+            f"{str(lock)!r} is a folder, not a lock file; remove it or pick another {key}"
+        )
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         if not _try_lock(fd):

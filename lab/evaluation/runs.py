@@ -3,6 +3,7 @@ saved config, where its ``eval.json`` goes) before any work, then the evaluation
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,11 +22,12 @@ from lab.common.config import (
     check_outside_inputs,
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.runlock import RunLocked, run_lock
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
 from lab.evaluation.labels import run_label, scheme_label
 from lab.evaluation.record import EVAL_NAME
 
-RUN_ERRORS = (ConfigError, OSError, ValueError)
+RUN_ERRORS = (ConfigError, OSError, ValueError, RunLocked)
 """What a bad value or a broken run raises (one line each): one run fails, not the command."""
 
 
@@ -83,7 +85,9 @@ def evaluate_plans(
 ) -> list[dict[str, Any]]:
     """Evaluate every plan in order (:func:`lab.evaluation.evaluate.evaluate_run`), writing each
     ``eval.json``; a run that fails with one of :data:`RUN_ERRORS` is passed to
-    ``on_error(error, run)`` and the others go on.
+    ``on_error(error, run)`` and the others go on. Without ``out`` each run is evaluated under
+    its folder's lock: a run that a training process holds is refused (its files are written
+    while it trains), as ``--resume`` refuses it.
 
     Args:
         plans: from :func:`plan_run`.
@@ -100,7 +104,8 @@ def evaluate_plans(
         progress.set_description(run.name)
         try:
             root = out if out is not None else run  # writes never follow a link out of it
-            results.append(evaluate_run(run, eval_config, device, progress, write_to, root=root))
+            with run_lock(run) if out is None else contextlib.nullcontext():
+                results.append(evaluate_run(run, eval_config, device, progress, write_to, root))
         except RUN_ERRORS as error:
             on_error(error, run)
     return results

@@ -27,7 +27,7 @@ from lab.evaluation.evaluate import older_version, record_problem
 from lab.evaluation.labels import one_run_twice
 from lab.reporting.overview import EXPLANATION, answer
 from lab.reporting.suite_table import steps_range, suite_section
-from lab.reporting.tables import format_table, summary_table
+from lab.reporting.tables import format_table
 
 Result = dict[str, Any]
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
@@ -111,9 +111,8 @@ FAMILIES = {
     "v2": Family(
         "v2",
         "The version-2 schemes",
-        "python sweep.py position=t5,fire,kerple,xpos,cope seed=0 out_dir=runs/v2",
-        {**SWEEP_FILES} | {name: name for name in FIGURES},
-        optional=("sweep.json",),
+        "python sweep.py position=t5,fire,kerple,xpos,cope seed=0,1,2 out_dir=runs/v2",
+        SWEEP_COPIES,
     ),
     "v3": Family(
         "v3",
@@ -594,17 +593,6 @@ def ablation_page(folder: Path, publish: str, name: str = "ablation") -> str:
 def headline_page(folder: Path, publish: str) -> str:
     """``docs/results/headline.md``: :func:`ablation_page` of the 6-seed headline."""
     return ablation_page(folder, publish, "headline")
-
-
-def v2_page(folder: Path, publish: str) -> str:
-    """``docs/results/v2.md``: provenance, one row per run, the plot, the committed files."""
-    family = FAMILIES["v2"]
-    results = read_json(folder, "results.json")
-    sweep = read_json(folder, "sweep.json") if (folder / "sweep.json").is_file() else None
-    lines = [*header(family, publish), provenance(results, sweep, family), steps_line(results)]
-    lines += ["", summary_table(results, "runs/v2"), ""]
-    lines += ["![exact-match against length, version-2 schemes](v2/accuracy_vs_length.png)", ""]
-    return "\n".join([*lines, files_line("v2", ["report.md", "results.json"]), ""])
 
 
 def suite_page(folder: Path, publish: str) -> str:

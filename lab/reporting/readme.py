@@ -41,11 +41,13 @@ import numpy as np
 from data import available_tasks, build_task, task_class
 from lab.common.files import atomic_write, file_sha256
 from lab.common.outputs import (
+    PROGRAMS,
     REWRITTEN,
     SWEEP_JSON,
     UNFINISHED,
     essential,
     placeless,
+    recorded_program,
     sweep_file_words,
 )
 from lab.diagnostics.report import diagnosed
@@ -97,7 +99,7 @@ def family_files(
     missing = [name for name in family.copied if not (sweep_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(
-            f"{str(sweep_dir)!r} lacks {', '.join(missing)}; run python sweep.py first"
+            f"{str(sweep_dir)!r} lacks {', '.join(missing)}; {remedy(sweep_dir, family)}"
         )
     wanted = {**family.copied, **{n: n for n in family.optional}}
     files = {results / family.name / copy: sweep_dir / name for name, copy in wanted.items()}
@@ -105,6 +107,23 @@ def family_files(
     return files | {
         results / family.name / n: tuning / n for n in family.tuning if (tuning / n).is_file()
     }
+
+
+ELSEWHERE = {
+    "extend-study": "publish it with --publish --lm-extend DIR",
+    "select-lr": "its lr_selection.json goes with the sweep it tuned: publish that sweep's "
+    "folder (this one's name without -lr)",
+}
+"""A program's results that no sweep page takes -> where they are published."""
+
+
+def remedy(sweep_dir: Path, family: Family) -> str:
+    """What to do about a folder that lacks the files of ``family``'s page: it holds another
+    program's results (:data:`ELSEWHERE`), or make them with the family's command."""
+    made_by = recorded_program(sweep_dir)
+    if made_by in ELSEWHERE:
+        return f"it holds the results of `{PROGRAMS[made_by]}`: {ELSEWHERE[made_by]}"
+    return f"make them with `{family.command}` (into this folder) first"
 
 
 def published_bytes(source: Path, target: Path) -> bytes:

@@ -57,7 +57,7 @@ from lab.common.config import (
 )
 from lab.common.events.place import SWEEP, check_events_root, claim_events_root, runs_root
 from lab.common.files import check_not_folders, linked_below, writable_folder
-from lab.common.outputs import SWEEP_JSON, SWEEP_RUNS, output_problem
+from lab.common.outputs import PROGRAMS, SWEEP_JSON, SWEEP_RUNS, output_problem, recorded_program
 from lab.common.runlock import run_lock
 from lab.evaluation.labels import NOT_A_SETTING
 from lab.sweeps.grid import (
@@ -211,7 +211,8 @@ def _read_sweep_file(path: Path) -> Sweep:
     smoke = raw.get("smoke", False)
     if not isinstance(smoke, bool):
         raise ConfigError(f"sweep file {str(path)!r}: smoke must be true or false; got {smoke!r}")
-    order = raw.get("start_order") or []
+    order = raw.get("start_order", [])
+    order = [] if order is None else order  # 'start_order:' with no value: none
     keys = [ALIASES.get(k, k) for k in order] if isinstance(order, list) else None
     if keys is None or not all(k in grid for k in keys) or len(set(keys)) < len(keys):
         raise ConfigError(
@@ -478,8 +479,10 @@ def _other_task_option(key: str, task: str) -> bool:
     return len(parts) > 3 and parts[:2] == ["data", "options"] and parts[2] != task
 
 
-RUNTIME_KEYS = ("device", "threads", "compile", "run_dir", "log_dir", "train.progress")
-"""Keys that say how a run executes, not what it computes: a sweep may change them freely."""
+RUNTIME_KEYS = (*(key for key in NOT_A_SETTING if key != "seed"), "compile")
+"""Keys that say how a run executes, logs or is shown, not what it computes (the ones runs of
+one arm may differ in, :data:`lab.evaluation.labels.NOT_A_SETTING`): a sweep may change them
+freely."""
 
 
 def changed_settings(spec: RunSpec) -> list[str]:
@@ -571,29 +574,6 @@ def _check_run_links(config: Any, out_dir: str, events_root: str) -> None:
             f"its runs' TensorBoard events only below {events_root!r} (remove or rename "
             "the link)"
         )
-
-
-PROGRAMS = {
-    "sweep": "python sweep.py",
-    "extend-study": "python sweep.py --extend-study",
-    "select-lr": "python sweep.py --select-lr",
-}
-"""The programs whose results a sweep folder holds -> how their recorded command begins."""
-
-
-def recorded_program(out_dir: str | Path) -> str | None:
-    """Which of :data:`PROGRAMS` made the sweep in ``out_dir``, read from the command its
-    ``sweep.json`` records; None when it records none (or there is no such file)."""
-    try:
-        command = json.loads((Path(out_dir) / SWEEP_JSON).read_text()).get("command")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(command, str) or not command.startswith(PROGRAMS["sweep"]):
-        return None
-    for program in ("extend-study", "select-lr"):
-        if command.startswith(f"{PROGRAMS[program]} ") or command == PROGRAMS[program]:
-            return program
-    return "sweep"
 
 
 def recorded_smoke(out_dir: str | Path) -> bool:
