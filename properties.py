@@ -16,6 +16,7 @@ if __name__ == "__main__":  # first, so a stop signal during the imports is one 
     exit_at_once("properties.py")
 
 import argparse
+import contextlib
 import sys
 
 import torch
@@ -23,6 +24,7 @@ import torch
 from lab.common.checkpoint import find_checkpoint
 from lab.common.files import writable_folder
 from lab.common.outputs import output_problem
+from lab.common.runlock import RunLocked, run_lock
 from lab.common.signals import run_program
 from lab.properties.report import check_replaceable, write_report
 from model.position import available_schemes
@@ -60,15 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(1)
     try:
-        if args.run is not None:
-            find_checkpoint(args.run)  # a bad --run writes nothing, not even an empty --out
-        problem = output_problem(args.out, "--out")  # not a run's or a sweep's folder
-        if problem:
-            raise ValueError(problem)
-        writable_folder(args.out)
-        check_replaceable(args.out)
-        paths = write_report(list(dict.fromkeys(args.position)), args.out, args.run)
-    except (OSError, ValueError) as error:
+        with contextlib.ExitStack() as held:
+            if args.run is not None:
+                find_checkpoint(args.run)  # a bad --run writes nothing, not even an empty --out
+                held.enter_context(run_lock(args.run, "--run"))  # no run still in training
+            problem = output_problem(args.out, "--out")  # not a run's or a sweep's folder
+            if problem:
+                raise ValueError(problem)
+            writable_folder(args.out)
+            check_replaceable(args.out)
+            paths = write_report(list(dict.fromkeys(args.position)), args.out, args.run)
+    except (OSError, ValueError, RunLocked) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(paths["properties.md"].read_text())

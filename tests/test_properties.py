@@ -227,6 +227,31 @@ def test_out_holding_a_users_properties_md_is_refused_and_its_own_report_replace
     capsys.readouterr()
 
 
+def test_a_fifo_in_out_is_refused_at_once_and_a_run_in_training_is_not_measured(
+    tmp_path, straight, capsys
+):
+    """A FIFO named properties.md in --out was opened to read its first bytes and blocked for
+    good; a run another process was training was measured mid-training and labelled
+    '(trained)'. Each is one line, nothing measured."""
+    import os
+
+    from lab.common.runlock import run_lock
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "properties.md")
+    assert properties.main(["--position", "none", "--out", str(fifo)]) == 2
+    assert "holds properties.md that properties.py did not write" in one_error_line(capsys)
+    config, _ = straight
+    out = tmp_path / "report"
+    with run_lock(config.run_dir):  # as a training process holds it
+        assert (
+            properties.main(["--position", "none", "--run", config.run_dir, "--out", str(out)]) == 2
+        )
+    assert "is in use by another training process" in one_error_line(capsys)
+    assert not (out / "properties.md").exists()
+
+
 def test_out_in_a_runs_or_a_sweeps_folder_is_refused(tmp_path, straight, capsys):
     """--out is checked as every output folder is: a run's folder (its report beside the run's
     files) or a sweep's is one line, nothing written."""

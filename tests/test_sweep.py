@@ -957,7 +957,8 @@ def test_start_order_puts_its_axes_outermost_and_changes_no_name(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "order", ["[seed, seed]", "[model.window]", "seed", "{}", "false", "0", "''"]
+    "order",
+    ["[seed, seed]", "[model.window]", "seed", "{}", "false", "0", "''", "[[seed]]", "[{seed: 1}]"],
 )
 def test_a_start_order_that_is_not_a_list_of_grid_keys_is_refused(
     tmp_path: Path, order: str
@@ -1083,11 +1084,56 @@ def test_eval_py_on_a_run_a_training_process_holds_is_refused(finished, tmp_path
         return {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
 
     before = files()
+    (tmp_path / "link").symlink_to(run)
+    flags = ["--threads", "1", "--no-progress"]
     with run_lock(run):  # as a training process holds it
-        assert eval_cli.main([str(run), "--threads", "1", "--no-progress"]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
+        for out in ([], ["--out", f"{run}/."], ["--out", str(tmp_path / "link")]):
+            assert eval_cli.main([str(run), *out, *flags]) == 2  # --out spelled as the run too
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "is in use by another training process (pid" in err[0]
         assert files() == before
         out = tmp_path / "out"
-        assert eval_cli.main([str(run), "--out", str(out), "--threads", "1", "--no-progress"]) == 0
-    assert len(err) == 1 and "is in use by another training process (pid" in err[0]
+        assert eval_cli.main([str(run), "--out", str(out), *flags]) == 0
     assert (out / "report.md").is_file()
+
+
+def test_eval_py_out_refuses_an_eval_json_it_did_not_write(finished, tmp_path, capsys):
+    """eval.py RUN --out DIR replaced a user's eval.json in DIR (and a link named eval.json)
+    at exit 0, while a user's report.md there was refused; both are refused alike."""
+    import eval as eval_cli
+
+    out_dir, _ = finished
+    run = out_dir / "rope-copy-seed0"
+    mine, linked = tmp_path / "mine", tmp_path / "linked"
+    mine.mkdir()
+    (mine / "eval.json").write_text("mine\n")
+    linked.mkdir()
+    (tmp_path / "victim.txt").write_text("precious\n")
+    (linked / "eval.json").symlink_to(tmp_path / "victim.txt")
+    for out in (mine, linked):
+        assert eval_cli.main([str(run), "--out", str(out), "--threads", "1", "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds eval.json that this project did not write" in err[0]
+    assert (mine / "eval.json").read_text() == "mine\n"
+    assert (linked / "eval.json").is_symlink()
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        (["eval.max_length_factor=16", "eval.lm_tokens=65536", "eval.stride=1"], "is too small"),
+        (["eval.lm_tokens=16777216"], "give eval.lm_tokens <="),
+    ],
+)
+def test_a_language_model_sweeps_corpus_sized_limits_are_checked_before_any_folder(
+    tmp_path, sizes, message
+):
+    """eval.stride or eval.lm_tokens past what the corpus allows failed each run at its start
+    (exit 1), leaving out_dir and run folders that held only a .lock; train.py refuses them
+    in one line before creating anything, and now the sweep does too."""
+    out = tmp_path / "lm"
+    overrides = ["position=rope", f"out_dir={out}", "train.steps=20", *sizes]
+    with pytest.raises(ConfigError, match=message):
+        load_sweep(Path(CONFIG).parent / "lm_quick.yaml", overrides)
+    assert not out.exists()

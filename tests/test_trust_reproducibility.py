@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.common.machine import describe, machine_info
+from lab.reporting.pages import RESULTS
 from lab.reporting.reproducibility import compare_sweeps, markdown
 
 PAGES = Path(__file__).parent.parent / "docs" / "results" / "reproducibility"
@@ -302,3 +303,21 @@ def test_two_sweeps_of_other_settings_are_no_machines_effect(sweeps) -> None:
     ):
         compare_sweeps(a, b)
     assert compare_sweeps(a, b, "setting")["runs"] == 30
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("train", "target_accuracy"), ("eval", "precision"), ("eval", "stride")]
+)
+def test_a_setting_null_in_one_sweep_is_a_setting_that_differs(section, key) -> None:
+    """Early stopping on in one sweep (train.target_accuracy 0.99) and off in the other (null)
+    was compared at exit 0 as 'the same sweep on two machines': a null was taken for a key an
+    older version lacks. Only a key one record lacks is a version's."""
+    a = json.loads((RESULTS / "ablation" / "results.json").read_text())
+    b = copy.deepcopy(a)
+    for result in b:
+        result["config"][section][key] = None if result["config"][section][key] else 7
+    with pytest.raises(ValueError, match=rf"^30 of 30 runs differ .*{section}\.{key}"):
+        compare_sweeps(a, b)
+    for result in b:
+        del result["config"][section][key]
+    assert compare_sweeps(a, b)["runs"] == 30  # lacking it: another version's record

@@ -22,6 +22,7 @@ from lab.common.config import (
     check_outside_inputs,
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
+from lab.common.outputs import EVALUATION_FILES, foreign_files
 from lab.common.runlock import RunLocked, run_lock
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
 from lab.evaluation.labels import run_label, scheme_label
@@ -61,11 +62,8 @@ def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, 
     if out is not None:  # reports and eval.json in its corpus would change the run's data
         check_outside_inputs(str(out), task, "--out")
     write_to = run if out is None else out / run.relative_to(given)
-    if out is not None and checkpoint_path(write_to).is_file() and not write_to.samefile(run):
-        raise OSError(
-            f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
-            "would be replaced: give --out a folder of its own"
-        )
+    if not inside(write_to, run):  # --out elsewhere: nothing there may be another's
+        check_foreign(write_to)
     link = linked_below(write_to, out) if out is not None else None
     if link is not None:  # refused here, before any run is evaluated (again at the writes)
         raise OSError(
@@ -74,6 +72,33 @@ def plan_run(run: Path, config: Config, overrides: list[str], out: Path | None, 
         )
     check_not_folders(write_to, [EVAL_NAME])
     return Plan(run, eval_config, writable_folder(write_to, create=False), steps)
+
+
+def inside(folder: Path, run: Path) -> bool:
+    """``folder`` is ``run`` or lies below it, however either is spelled (``RUN/.``, a link)."""
+    folder, run = folder.resolve(), run.resolve()
+    return folder == run or run in folder.parents
+
+
+def check_foreign(write_to: Path) -> None:
+    """Refuse a ``--out`` folder for one run's ``eval.json`` that holds another run or files
+    of those names the project did not write (:func:`lab.common.outputs.foreign_files`: a
+    user's file, a link).
+
+    Raises:
+        OSError: one line naming the folder and what it holds.
+    """
+    if checkpoint_path(write_to).is_file():
+        raise OSError(
+            f"--out {str(write_to)!r} holds another run ({CHECKPOINT_NAME}); its eval.json "
+            "would be replaced: give --out a folder of its own"
+        )
+    foreign = foreign_files(write_to, [EVAL_NAME, *EVALUATION_FILES])
+    if foreign:
+        raise OSError(
+            f"--out {str(write_to)!r} holds {', '.join(foreign)} that this project did not "
+            "write (or a link); the evaluation would replace it: give --out a folder of its own"
+        )
 
 
 def evaluate_plans(
@@ -85,9 +110,10 @@ def evaluate_plans(
 ) -> list[dict[str, Any]]:
     """Evaluate every plan in order (:func:`lab.evaluation.evaluate.evaluate_run`), writing each
     ``eval.json``; a run that fails with one of :data:`RUN_ERRORS` is passed to
-    ``on_error(error, run)`` and the others go on. Without ``out`` each run is evaluated under
-    its folder's lock: a run that a training process holds is refused (its files are written
-    while it trains), as ``--resume`` refuses it.
+    ``on_error(error, run)`` and the others go on. A run whose files go into its own folder
+    (no ``out``, or ``out`` naming the run itself) is evaluated under that folder's lock: a run
+    that a training process holds is refused (its files would be written while it trains), as
+    ``--resume`` refuses it.
 
     Args:
         plans: from :func:`plan_run`.
@@ -104,7 +130,8 @@ def evaluate_plans(
         progress.set_description(run.name)
         try:
             root = out if out is not None else run  # writes never follow a link out of it
-            with run_lock(run) if out is None else contextlib.nullcontext():
+            into_run = inside(Path(write_to), run)  # RUN, or --out spelled as RUN
+            with run_lock(run) if into_run else contextlib.nullcontext():
                 results.append(evaluate_run(run, eval_config, device, progress, write_to, root))
         except RUN_ERRORS as error:
             on_error(error, run)

@@ -177,13 +177,21 @@ def check_replaceable(out: str | Path) -> None:
     foreign = []
     for name, start in WRITTEN.items():
         path = Path(out) / name
-        if path.is_symlink() or (path.exists() and not path.read_bytes().startswith(start)):
-            foreign.append(name)
+        if path.is_symlink() or (path.exists() and not _begins(path, start)):
+            foreign.append(name)  # a link, a FIFO (never opened: it would block), a folder
     if foreign:
         raise ValueError(
             f"--out {str(out)!r} holds {', '.join(foreign)} that properties.py did not write; "
             "the report would replace them: give --out a folder of its own"
         )
+
+
+def _begins(path: Path, start: bytes) -> bool:
+    """``path`` is a regular file whose first bytes are ``start``."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as file:
+        return file.read(len(start)) == start
 
 
 def write_tables(

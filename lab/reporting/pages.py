@@ -86,8 +86,11 @@ SHARED_CORES = (
 EARLY_STOPPING = "early-stopping.md"
 """The page beside the ablation's that compares its early-stopping rule with stopping at the
 first check that meets the target (``sweep.py --compare --kind setting``)."""
-SWEEP_COPIES = {**SWEEP_FILES, "sweep.json": "sweep.json"} | {name: name for name in FIGURES}
-"""A sweep's report, results, timing and figures, under their own names."""
+SWEEP_COPIES = {**SWEEP_FILES, "sweep.json": "sweep.json"} | {
+    name: name for name in (*FIGURES, ATTENTION_FIGURE)
+}
+"""A sweep's report, results, timing and figures (its report links each), under their own
+names."""
 HEADLINE = "python sweep.py seed=0,1,2,3,4,5 out_dir=runs/headline"
 """The command of the headline: the default ablation's sweep file at seeds 0 to 5, the fewest
 at which an exact paired sign-flip test can reach two-sided p < 0.05."""

@@ -145,6 +145,16 @@ def verdicts(results: list[Result]) -> dict[str, str]:
     return {f.title: f.word for f in decided(results)}
 
 
+PLACEHOLDERS = ("original_max_position",)
+"""Scheme options a record may hold as null where another holds the value it was filled with
+when the run's config was built (records written before the filling was saved)."""
+
+
+def placeholder(key: str, a: str, b: str) -> bool:
+    """``key`` differs only as a :data:`PLACEHOLDERS` option null in one record."""
+    return key.rsplit(".", 1)[-1] in PLACEHOLDERS and "None" in (a, b)
+
+
 def check_same_settings(ka: dict[Any, Result], kb: dict[Any, Result]) -> None:
     """Refuse two sweeps whose paired runs (same keys) were trained or evaluated with other
     settings: that is no machine's effect.
@@ -155,8 +165,8 @@ def check_same_settings(ka: dict[Any, Result], kb: dict[Any, Result]) -> None:
     differ = {}
     for key in sorted(ka):
         x, y = (flat_settings(r["config"]) for r in (ka[key], kb[key]))
-        keys = sorted(  # a key one record lacks (or holds as None) is a version's
-            k for k in x.keys() & y.keys() if x[k] != y[k] and "None" not in (x[k], y[k])
+        keys = sorted(  # a key one record lacks is a version's; a null is a setting
+            k for k in x.keys() & y.keys() if x[k] != y[k] and not placeholder(k, x[k], y[k])
         )
         if keys:
             differ[key] = keys

@@ -60,6 +60,7 @@ from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import PROGRAMS, SWEEP_JSON, SWEEP_RUNS, output_problem, recorded_program
 from lab.common.runlock import run_lock
 from lab.evaluation.labels import NOT_A_SETTING
+from lab.lm.perplexity import lm_plan
 from lab.sweeps.grid import (
     ALIASES,
     ALL,
@@ -168,7 +169,11 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
             )
     for spec in expand(sweep):  # validate every run and evaluation before any training starts
         for extra in spec.evaluations.values():
-            check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
+            config = load_config(None, [*spec.overrides, *extra])
+            check_evaluable(config, spec.name)
+            task = config.data.build_task()
+            if task.language_model:  # the corpus-sized checks train.py makes before a folder
+                lm_plan(config, config.eval, task)
     return sweep
 
 
@@ -213,7 +218,8 @@ def _read_sweep_file(path: Path) -> Sweep:
         raise ConfigError(f"sweep file {str(path)!r}: smoke must be true or false; got {smoke!r}")
     order = raw.get("start_order", [])
     order = [] if order is None else order  # 'start_order:' with no value: none
-    keys = [ALIASES.get(k, k) for k in order] if isinstance(order, list) else None
+    listed = isinstance(order, list) and all(isinstance(k, str) for k in order)
+    keys = [ALIASES.get(k, k) for k in order] if listed else None
     if keys is None or not all(k in grid for k in keys) or len(set(keys)) < len(keys):
         raise ConfigError(
             f"sweep file {str(path)!r}: start_order={order!r} is invalid; give a list of its "
