@@ -60,7 +60,7 @@ from lab.common.signals import run_program
 from lab.diagnostics.summary import run_line
 from lab.evaluation.evaluate import apply_eval_overrides, find_runs, load_run
 from lab.evaluation.labels import scheme_label
-from lab.evaluation.runs import Plan, evaluate_plans, lm_summary_line, plan_run
+from lab.evaluation.runs import Plan, evaluate_plans, hold_runs, lm_summary_line, plan_run
 from lab.reporting.report import REPORT_NAMES, write_reports
 from lab.reporting.tables import length_table, summary_table
 from lab.sweeps.summary import mark_rewritten
@@ -108,23 +108,32 @@ def evaluate_all(
     status, plans = plan_runs(args, runs)
     if not plans:
         return status
-    failures = []  # a run that fails is reported (status 2), and the others go on
-    bar = tqdm(total=sum(p.steps for p in plans), unit="length", disable=args.no_progress)
-    results = evaluate_plans(
-        plans, device, bar, out if args.out else None, lambda e, run: failures.append(fail(e, run))
-    )
-    bar.close()
-    if failures:
-        status = 2
-    if not results:
-        return status or 2
-    try:
-        paths = write_reports(results, out, smoke)
-        mark_rewritten(out, shlex.join(["python", "eval.py", *(argv or sys.argv[1:])]))
-    except ERRORS as error:
-        return fail(error)
-    print_summary(results, len(runs) == 1, out, bool(args.out), paths)
-    return status
+    with contextlib.ExitStack() as held:
+        try:
+            hold_runs(plans, held)
+        except RunLocked as error:
+            return fail(error)
+        failures = []  # a run that fails is reported (status 2), and the others go on
+        bar = tqdm(total=sum(p.steps for p in plans), unit="length", disable=args.no_progress)
+        results = evaluate_plans(
+            plans,
+            device,
+            bar,
+            out if args.out else None,
+            lambda e, run: failures.append(fail(e, run)),
+        )
+        bar.close()
+        if failures:
+            status = 2
+        if not results:
+            return status or 2
+        try:
+            paths = write_reports(results, out, smoke)
+            mark_rewritten(out, shlex.join(["python", "eval.py", *(argv or sys.argv[1:])]))
+        except ERRORS as error:
+            return fail(error)
+        print_summary(results, len(runs) == 1, out, bool(args.out), paths)
+        return status
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -921,16 +921,21 @@ def test_arms_trained_at_other_lengths_are_never_paired(tmp_path):
     assert paired_rows(runs, "text") == []
 
 
-def test_a_child_on_another_held_out_split_is_refused(tmp_path):
-    """Another data.options.text.holdout_every would test the child on text its parent trained
-    on: refused in one line before the child's folder exists."""
+def tiny_text(tmp_path: Path) -> list[str]:
+    """:data:`TINY` on a small corpus written into ``tmp_path`` (data.task=text, 16 tokens,
+    256 held-out tokens scored at 1x and 2x)."""
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"the quick brown fox jumps over the lazy dog. " * 400)
     text = ["data.task=text", f"data.options.text.path={corpus}", "data.train_min_length=16"]
     text += ["data.train_max_length=16", "eval.lm_tokens=256", "eval.max_length_factor=2"]
     exact_match = ("data.task", "eval.max_length", "eval.samples", "eval.probe_samples")
-    tiny = [o for o in TINY if not o.startswith(exact_match)]
-    train(load_config(None, [*tiny, *text, f"run_dir={tmp_path / 'p'}"]))
+    return [*(o for o in TINY if not o.startswith(exact_match)), *text]
+
+
+def test_a_child_on_another_held_out_split_is_refused(tmp_path):
+    """Another data.options.text.holdout_every would test the child on text its parent trained
+    on: refused in one line before the child's folder exists."""
+    train(load_config(None, [*tiny_text(tmp_path), f"run_dir={tmp_path / 'p'}"]))
     with pytest.raises(ConfigError, match="holdout_every cannot change when extending"):
         child_config(
             tmp_path / "p", ["data.options.text.holdout_every=5", f"run_dir={tmp_path / 'c'}"]
@@ -1019,3 +1024,15 @@ def test_bad_fine_tuning_settings_are_named_as_the_settings_not_a_rule():
     raw["fine_tune"]["settings"]["train"]["steps"] = "abc"
     with pytest.raises(ConfigError, match=r"^fine_tune\.settings: train\.steps: "):
         plan(raw)
+
+
+def test_an_extend_study_past_its_corpus_is_refused_before_any_folder(tmp_path):
+    """eval.lm_tokens past what the corpus holds out failed the parents at their start (exit
+    1), leaving out_dir and a parent folder holding only a .lock; the study checks the
+    corpus-sized limits of every run before any folder, as sweep.py and train.py do."""
+    (tmp_path / "study.yaml").write_text(STUDY)
+    past = [*tiny_text(tmp_path), "eval.lm_tokens=100000", f"out_dir={tmp_path / 'out'}"]
+    raw = read_study(tmp_path / "study.yaml", past)
+    with pytest.raises(ConfigError, match="give eval.lm_tokens <="):
+        plan(raw)
+    assert not (tmp_path / "out").exists()

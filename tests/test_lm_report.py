@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lab.common.files import file_sha256
+from lab.common.outputs import PROJECT, sweep_file_record
 from lab.lm import findings
 from lab.lm.aggregate import cell, loss_family, paired, ratio, window_p_value, window_p_values
 from lab.lm.figures import log_binned, perplexity_figure, position_figure
@@ -393,6 +394,7 @@ def test_an_lm_sweep_publishes_its_page_from_the_files_beside_it(
     command = "python sweep.py --config configs/lm.yaml --workers 1"  # the page's, 1 worker
     machine = {"seconds": 90.0, "workers": 1, "runs": {"trained": 6}, "machine": "a test CPU"}
     machine["files"] = {p.name: file_sha256(p) for p in runs.iterdir() if p.is_file()}
+    machine["sweep_file"] = sweep_file_record(PROJECT / "configs" / "lm.yaml")
     (runs / "sweep.json").write_text(json.dumps({"command": command, **machine}))
     capsys.readouterr()
     assert readme.main(["--lm", str(runs)]) == 0

@@ -252,6 +252,35 @@ def test_a_fifo_in_out_is_refused_at_once_and_a_run_in_training_is_not_measured(
     assert not (out / "properties.md").exists()
 
 
+def test_figure_names_are_the_reports_own_and_an_earlier_reports_maps_go(
+    tmp_path, straight, capsys
+):
+    """A user's scores.png in --out was replaced at exit 0, and a folder named rope_decay.png
+    failed with a raw error after most of the report was written; both are refused at once.
+    An earlier report's attention maps (made with --run) stayed beside a report without one."""
+    for name, make in (("scores.png", "file"), ("rope_decay.png", "folder")):
+        out = tmp_path / name.split(".")[0]
+        out.mkdir()
+        if make == "file":
+            (out / name).write_text("my notes\n")
+        else:
+            (out / name).mkdir()
+        assert properties.main(["--position", "none", "--out", str(out)]) == 2
+        assert f"holds {name} that properties.py did not write" in one_error_line(capsys)
+        assert sorted(p.name for p in out.iterdir()) == [name]
+    config, _ = straight
+    report = tmp_path / "report"
+    assert (
+        properties.main(["--position", "rope", "--run", config.run_dir, "--out", str(report)]) == 0
+    )
+    assert (report / "attention_train.png").is_file()
+    assert properties.main(["--position", "rope", "--out", str(report)]) == 0
+    assert (
+        not (report / "attention_train.png").exists() and not (report / "attention_4x.png").exists()
+    )
+    capsys.readouterr()
+
+
 def test_out_in_a_runs_or_a_sweeps_folder_is_refused(tmp_path, straight, capsys):
     """--out is checked as every output folder is: a run's folder (its report beside the run's
     files) or a sweep's is one line, nothing written."""

@@ -14,6 +14,7 @@ from lab.bench import report as bench_report
 from lab.bench.block_sweep import ratio_table
 from lab.bench.report import peer_table, scheme_table
 from lab.common.files import file_sha256
+from lab.common.outputs import PROJECT, sweep_file_record
 from lab.reporting import readme
 from lab.reporting.aggregate import headline_table, tasks
 from lab.reporting.pages import FAMILIES, RESULTS
@@ -262,9 +263,10 @@ def bad_sweep(tmp_path: Path, name: str, text: str) -> Path:
     return sweep
 
 
-def recorded(sweep: Path) -> None:
-    """Give a copied sweep folder's sweep.json the SHA-256 of each file beside it, as a sweep of
-    this version records the files its last pass wrote (the committed ones predate it)."""
+def recorded(sweep: Path, sweep_file: str = "configs/ablation.yaml") -> None:
+    """Give a copied sweep folder's sweep.json the SHA-256 of each file beside it and the sweep
+    file it read (the ablation's), as a sweep of this version records them (the committed ones
+    predate it)."""
     path = sweep / "sweep.json"
     try:
         timing = json.loads(path.read_text())
@@ -273,6 +275,7 @@ def recorded(sweep: Path) -> None:
     if isinstance(timing, dict):
         files = [p for p in sweep.iterdir() if p.is_file() and p.name != "sweep.json"]
         timing["files"] = {p.name: file_sha256(p) for p in files}
+        timing.setdefault("sweep_file", sweep_file_record(PROJECT / sweep_file))
         path.write_text(json.dumps(timing))
 
 
@@ -591,7 +594,7 @@ def test_an_optional_file_the_sweep_lacks_is_removed_from_the_published_folder(
     study.mkdir(parents=True)
     for name, copy in family.copied.items():
         shutil.copy(results / family.name / copy, study / name)
-    recorded(study)
+    recorded(study, "configs/lm_extend.yaml")
     assert (results / family.name / "perplexity_vs_length.png").is_file()
     assert readme.main(["--lm-extend", str(study)]) == 0
     assert not (results / family.name / "perplexity_vs_length.png").exists()

@@ -491,7 +491,13 @@ def test_a_second_writer_is_refused_naming_the_folder_and_holder(
 def test_a_folder_where_the_lock_goes_is_one_line_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    (tmp_path / ".lock").mkdir()
+    fifo_run = tmp_path / "fifo"  # a FIFO as the lock gave a bare 'Invalid argument'
+    fifo_run.mkdir()
+    os.mkfifo(fifo_run / ".lock")
+    code, err = cli(capsys, *TINY_RUN, f"run_dir={fifo_run}")
+    assert code != 0 and "is no regular file (a FIFO or a device), not a lock file" in err
+    tmp_path = tmp_path / "folder"
+    (tmp_path / ".lock").mkdir(parents=True)
     code, err = cli(capsys, *TINY_RUN, f"run_dir={tmp_path}")
     assert code != 0
     lock = str(tmp_path / ".lock")

@@ -4,6 +4,7 @@ validation only, at an equal budget, and written into a sweep file that then run
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -205,7 +206,10 @@ def test_a_bad_write_target_is_refused_before_training(tmp_path: Path, capsys) -
     (run / "config.yaml").write_text("seed: 0\n")
     mine = tmp_path / "mine.yaml"
     mine.write_text("# my own sweep file\nout_dir: x\n")
+    fifo = tmp_path / "fifo.yaml"  # blocked the read for good
+    os.mkfifo(fifo)
     cases = {
+        str(fifo): "is a link or no regular file",
         str(tmp_path): "is a folder",
         str(tmp_path / "missing" / "x.yaml"): f"is in {str(tmp_path / 'missing')!r}, which",
         str(run / "sweep.yaml"): "is inside a run's folder",

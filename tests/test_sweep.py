@@ -1036,6 +1036,10 @@ def test_a_sweep_from_an_edited_sweep_file_is_refused_and_a_spelled_out_one_acce
     (copy / "sweep.json").write_text(json.dumps(edited))
     with pytest.raises(ValueError, match=r"was made from 'configs/quick.yaml' as it was then"):
         readme.check_recorded(copy, family)
+    stripped = {k: v for k, v in timing.items() if k != "sweep_file"}  # the key deleted
+    (copy / "sweep.json").write_text(json.dumps(stripped))
+    with pytest.raises(ValueError, match=r"sweep.json records no sweep file: nothing shows"):
+        readme.check_recorded(copy, family)
 
 
 def test_a_skip_all_pass_after_an_overwrite_pass_keeps_the_training_time(tmp_path):
@@ -1137,3 +1141,24 @@ def test_a_language_model_sweeps_corpus_sized_limits_are_checked_before_any_fold
     with pytest.raises(ConfigError, match=message):
         load_sweep(Path(CONFIG).parent / "lm_quick.yaml", overrides)
     assert not out.exists()
+
+
+def test_eval_py_on_a_folder_holding_a_run_in_training_is_refused_before_writing(
+    finished, tmp_path, capsys
+):
+    """eval.py SWEEP_DIR with one run held by train.py refused that run but re-evaluated the
+    others and rewrote the folder's reports with them alone (exit 2); the locks of every run
+    it writes into are taken first, so nothing is written."""
+    import eval as eval_cli
+    from lab.common.runlock import run_lock
+
+    out_dir, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != ".lock"}
+    with run_lock(copy / "rope-copy-seed0"):  # as train.py --resume holds it
+        assert eval_cli.main([str(copy), "--threads", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rope-copy-seed0' is in use by another training process" in err[0]
+    after = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before

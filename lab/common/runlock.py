@@ -61,10 +61,9 @@ def run_lock(
     lock = run_dir / LOCK_NAME
     if lock.is_symlink():
         lock.unlink()  # a planted link is replaced, never written through
-    elif lock.is_dir():
-        raise OSError(
-            f"{str(lock)!r} is a folder, not a lock file; remove it or pick another {key}"
-        )
+    elif lock.exists() and not lock.is_file():
+        kind = "a folder" if lock.is_dir() else "no regular file (a FIFO or a device)"
+        raise OSError(f"{str(lock)!r} is {kind}, not a lock file; remove it or pick another {key}")
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         if not _try_lock(fd):

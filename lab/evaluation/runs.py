@@ -23,12 +23,12 @@ from lab.common.config import (
 )
 from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import EVALUATION_FILES, foreign_files
-from lab.common.runlock import RunLocked, run_lock
+from lab.common.runlock import run_lock
 from lab.evaluation.evaluate import apply_eval_overrides, evaluate_run, evaluation_lengths
 from lab.evaluation.labels import run_label, scheme_label
 from lab.evaluation.record import EVAL_NAME
 
-RUN_ERRORS = (ConfigError, OSError, ValueError, RunLocked)
+RUN_ERRORS = (ConfigError, OSError, ValueError)
 """What a bad value or a broken run raises (one line each): one run fails, not the command."""
 
 
@@ -101,6 +101,20 @@ def check_foreign(write_to: Path) -> None:
         )
 
 
+def hold_runs(plans: list[Plan], held: contextlib.ExitStack) -> None:
+    """Take into ``held`` the lock of every planned run whose files go into its own folder (no
+    ``--out``, or ``--out`` naming the run itself), before anything is evaluated: a run that a
+    training process holds refuses the whole command, as ``--resume`` refuses it, instead of
+    reports of the other runs written as the folder's.
+
+    Raises:
+        RunLocked: a run is held by another process (one line naming it and the holder).
+    """
+    for run, _, write_to, _ in plans:
+        if inside(Path(write_to), run):  # RUN, or --out spelled as RUN
+            held.enter_context(run_lock(run))
+
+
 def evaluate_plans(
     plans: list[Plan],
     device: torch.device,
@@ -110,10 +124,8 @@ def evaluate_plans(
 ) -> list[dict[str, Any]]:
     """Evaluate every plan in order (:func:`lab.evaluation.evaluate.evaluate_run`), writing each
     ``eval.json``; a run that fails with one of :data:`RUN_ERRORS` is passed to
-    ``on_error(error, run)`` and the others go on. A run whose files go into its own folder
-    (no ``out``, or ``out`` naming the run itself) is evaluated under that folder's lock: a run
-    that a training process holds is refused (its files would be written while it trains), as
-    ``--resume`` refuses it.
+    ``on_error(error, run)`` and the others go on. Hold the runs' locks first
+    (:func:`hold_runs`).
 
     Args:
         plans: from :func:`plan_run`.
@@ -130,9 +142,7 @@ def evaluate_plans(
         progress.set_description(run.name)
         try:
             root = out if out is not None else run  # writes never follow a link out of it
-            into_run = inside(Path(write_to), run)  # RUN, or --out spelled as RUN
-            with run_lock(run) if into_run else contextlib.nullcontext():
-                results.append(evaluate_run(run, eval_config, device, progress, write_to, root))
+            results.append(evaluate_run(run, eval_config, device, progress, write_to, root))
         except RUN_ERRORS as error:
             on_error(error, run)
     return results

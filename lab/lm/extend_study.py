@@ -59,6 +59,7 @@ from lab.common.files import atomic_write
 from lab.common.outputs import output_problem, sweep_file_record
 from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
+from lab.lm.perplexity import lm_plan
 from lab.sweeps.local import run_all, stopped_line
 from lab.sweeps.summary import result_records, write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, check_program, dotted, prepare_out_dir
@@ -239,11 +240,25 @@ def plan(raw: dict[str, Any]) -> Study:
             study.parent_of[name] = spec.name
             with rule_named(f"fine_tune.rules.{label}", position):
                 check_architecture(parent, load_config(None, study.children[-1].overrides))
-    for spec in [*study.parents, *study.scratch, *study.children]:
-        for label, extra in spec.evaluations.items():  # each zero-shot rule, before training
-            with rule_named(f"zero_shot.{label}", position):
-                check_evaluable(load_config(None, [*spec.overrides, *extra]), spec.name)
+    check_evaluations(study, position)
     return study
+
+
+def check_evaluations(study: Study, position: str) -> None:
+    """Check every run's evaluations (each zero-shot rule) before anything trains: the rule's
+    options, and for text the corpus-sized limits ``train.py`` checks (:func:`lm_plan`).
+
+    Raises:
+        ConfigError: one line naming the run or rule.
+    """
+    for spec in [*study.parents, *study.scratch, *study.children]:
+        for label, extra in spec.evaluations.items():
+            config = load_config(None, [*spec.overrides, *extra])
+            with rule_named(f"zero_shot.{label}", position):
+                check_evaluable(config, spec.name)
+            task = config.data.build_task()
+            if task.language_model:
+                lm_plan(config, config.eval, task)
 
 
 @contextlib.contextmanager

@@ -163,13 +163,28 @@ def measured_rows(
     return [*rows, row], (config, model), notes
 
 
-WRITTEN = {"properties.md": b"# Position scheme properties (", "properties.json": b'{\n "criteria"'}
+FIGURE_NAMES = (
+    "similarity",
+    "scores",
+    "sinusoidal",
+    "rope_decay",
+    "bias_per_head",
+    "attention_train",
+    "attention_4x",
+)
+"""Every figure the report may draw (:func:`pictures_of`), as ``NAME.png``."""
+WRITTEN = {
+    "properties.md": b"# Position scheme properties (",
+    "properties.json": b'{\n "criteria"',
+    **{f"{name}.png": b"\x89PNG" for name in FIGURE_NAMES},
+}
 """The report's own files -> how they begin when this report wrote them."""
 
 
 def check_replaceable(out: str | Path) -> None:
     """Refuse an ``out`` holding a :data:`WRITTEN` file that this report did not write (a
-    user's ``properties.md``, e.g. ``docs/properties.md``), before anything is measured.
+    user's ``properties.md``, e.g. ``docs/properties.md``, or a file, folder, FIFO or link
+    named like a figure), before anything is measured.
 
     Raises:
         ValueError: one line naming the folder and the files.
@@ -274,4 +289,8 @@ def write_report(
     pictures, skipped = pictures_of(scores, demo, trained)
     notes = [*notes, *skipped]
     paths = write_tables(out, rows, demo, notes)
-    return paths | write_pictures(out, pictures, markdown(rows, demo, notes))
+    paths |= write_pictures(out, pictures, markdown(rows, demo, notes))
+    for name in set(WRITTEN) - set(paths):  # an earlier report's figure (a run's maps) goes
+        if _begins(out / name, WRITTEN[name]) and not (out / name).is_symlink():
+            (out / name).unlink()
+    return paths

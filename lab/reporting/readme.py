@@ -218,15 +218,16 @@ def check_command(
     ``out_dir`` aside, :func:`lab.common.outputs.essential`; only ``out_dir`` for a fixed
     command), or from another sweep file, or from the page's sweep file as it was not then:
     ``sweep_file`` (its recorded path and SHA-256) against the file the page's command reads
-    now. A sweep that records its file may name it or not (``--config configs/ablation.yaml``
-    is ``python sweep.py``).
+    now; a ``sweep.json`` that records no sweep file (an older version's, or one edited) is
+    refused too. A sweep that records its file may name it or not (``--config
+    configs/ablation.yaml`` is ``python sweep.py``).
 
     Raises:
         ValueError: one line naming the folder, both commands or the file.
     """
     same = placeless if family.fixed_command else essential
     words, wanted = same(command), same(family.command)
-    if isinstance(sweep_file, dict):  # the file is compared by its contents below
+    if isinstance(sweep_file, dict) and command:  # the file is compared by its contents below
         words, wanted = sweep_file_words(words[2:])[1], sweep_file_words(wanted[2:])[1]
     if words != wanted:
         raise ValueError(
@@ -234,8 +235,14 @@ def check_command(
             f"`{family.command}` (its runs as described there): publish that sweep"
         )
     path = sweep_file_words(shlex.split(family.command)[2:])[0]
-    if not isinstance(sweep_file, dict) or path is None:
+    if path is None:
         return
+    if not isinstance(sweep_file, dict):  # every sweep this version makes records it
+        raise ValueError(
+            f"{shown(sweep_dir)}/{SWEEP_JSON} records no sweep file: nothing shows its runs are "
+            f"those {path!r} makes now; re-run `{family.command}` into it (finished runs are "
+            "skipped)"
+        )
     now = file_sha256(ROOT / path) if (ROOT / path).is_file() else None
     if (ROOT / sweep_file.get("path", "")).resolve() != (ROOT / path).resolve() or (
         sweep_file.get("sha256") != now

@@ -219,13 +219,16 @@ def sweep_section(folder: Path, family: Family, title: str, link: str) -> list[s
     return [*lines, files_line(link, ["report.md", "results.json", "sweep.json"]), ""]
 
 
+RECIPE = (
+    "the default ablation's recipe (`configs/ablation.yaml`: 3 layers, `d_model` 64, batch 32, "
+    "early stopping at 99% validation exact-match, an 8000-step cap) on its two tasks, at one "
+    "learning rate for every scheme (1e-3, not tuned per scheme as the ablation's are)"
+)
+"""How the v2 and v3 pages' schemes were trained, as their sweeps give it."""
 V2_INTRO = (
-    "The schemes added in version 2 (`t5`, `fire`, `kerple`, `xpos`, `cope`), each trained with "
-    "the default ablation's sweep file (`configs/ablation.yaml`: 3 layers, `d_model` 64, batch "
-    "32, early stopping at 99% validation exact-match, an 8000-step cap) on its two tasks, at "
-    "its base learning rate 1e-3 for every scheme (the file's `when:` blocks tune the "
-    "ablation's five schemes only); the schemes themselves are in [schemes](../schemes.md), "
-    "the ablation's five on [the ablation's page](ablation.md)."
+    f"The schemes added in version 2 (`t5`, `fire`, `kerple`, `xpos`, `cope`), each trained "
+    f"with {RECIPE}; the schemes themselves are in [schemes](../schemes.md), the ablation's "
+    "five on [the ablation's page](ablation.md)."
 )
 
 
@@ -238,13 +241,9 @@ def v2_page(folder: Path, publish: str) -> str:
 V3_INTRO = (
     "The schemes added in version 3 (`fox`, `dynamic_bias`, `pope`, `stickbreaking`) and three "
     "options of earlier ones (ALiBi with learned slopes, p-RoPE, RoPE with Scalable-Softmax), "
-    "each trained with the default ablation's recipe (`configs/ablation.yaml`: 3 layers, "
-    "`d_model` 64, batch 32, early stopping at 99% validation exact-match, an 8000-step cap) on "
-    "its two "
-    "tasks, at one learning rate for every scheme (1e-3, not tuned per scheme as the "
-    "ablation's are); the schemes themselves are in [schemes](../schemes.md), the ablation's "
-    "five on [the ablation's page](ablation.md), and each scheme's training speed against "
-    "NoPE's on [the CPU benchmark](bench-cpu.md)."
+    f"each trained with {RECIPE}; the schemes themselves are in [schemes](../schemes.md), the "
+    "ablation's five on [the ablation's page](ablation.md), and each scheme's training speed "
+    "against NoPE's on [the CPU benchmark](bench-cpu.md)."
 )
 
 

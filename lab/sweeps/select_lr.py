@@ -314,6 +314,8 @@ def check_target(target: Path, out_dir: Path) -> None:
         problem = "is inside a run's folder"
     elif parent.resolve() == out_dir.resolve() and target.name != SELECTED:
         problem = "is a file of the tuning folder, which this command writes itself"
+    elif target.is_symlink() or (target.exists() and not target.is_file()):
+        problem = "is a link or no regular file (a FIFO would block the read)"
     elif target.exists() and HEADER not in target.read_text(errors="replace")[:400]:
         problem = "is a file this command did not write (it would be replaced)"
     if problem:
