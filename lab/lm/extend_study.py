@@ -59,7 +59,7 @@ from lab.common.files import atomic_write
 from lab.common.outputs import output_problem, sweep_file_record
 from lab.common.runlock import RunLocked, run_lock
 from lab.lm.extend_report import write_extend_report, write_no_parent_report
-from lab.lm.perplexity import lm_plan
+from lab.lm.perplexity import check_lm_limits
 from lab.sweeps.local import run_all, stopped_line
 from lab.sweeps.summary import result_records, write_timing
 from lab.sweeps.sweep import RunSpec, Sweep, check_program, dotted, prepare_out_dir
@@ -246,7 +246,7 @@ def plan(raw: dict[str, Any]) -> Study:
 
 def check_evaluations(study: Study, position: str) -> None:
     """Check every run's evaluations (each zero-shot rule) before anything trains: the rule's
-    options, and for text the corpus-sized limits ``train.py`` checks (:func:`lm_plan`).
+    options, and for text the corpus-sized limits ``train.py`` checks (:func:`check_lm_limits`).
 
     Raises:
         ConfigError: one line naming the run or rule.
@@ -256,9 +256,7 @@ def check_evaluations(study: Study, position: str) -> None:
             config = load_config(None, [*spec.overrides, *extra])
             with rule_named(f"zero_shot.{label}", position):
                 check_evaluable(config, spec.name)
-            task = config.data.build_task()
-            if task.language_model:
-                lm_plan(config, config.eval, task)
+            check_lm_limits(config)
 
 
 @contextlib.contextmanager

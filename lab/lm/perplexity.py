@@ -78,6 +78,18 @@ def lm_plan(config: Config, e: EvalConfig, task: Task) -> tuple[dict[str, int], 
     return lengths, n_tokens
 
 
+def check_lm_limits(config: Config) -> None:
+    """For a language-model run, :func:`lm_plan` of ``config``'s own evaluation settings (the
+    corpus-sized limits train.py checks before a folder); nothing for an exact-match task.
+
+    Raises:
+        ConfigError: as :func:`lm_plan` (one line).
+    """
+    task = config.data.build_task()
+    if task.language_model:
+        lm_plan(config, config.eval, task)
+
+
 @torch.inference_mode()
 def token_losses(
     model: torch.nn.Module, windows: Windows, batch_tokens: int, precision: str = "auto"

@@ -60,7 +60,7 @@ from lab.common.files import check_not_folders, linked_below, writable_folder
 from lab.common.outputs import PROGRAMS, SWEEP_JSON, SWEEP_RUNS, output_problem, recorded_program
 from lab.common.runlock import run_lock
 from lab.evaluation.labels import NOT_A_SETTING
-from lab.lm.perplexity import lm_plan
+from lab.lm.perplexity import check_lm_limits
 from lab.sweeps.grid import (
     ALIASES,
     ALL,
@@ -171,9 +171,7 @@ def load_sweep(path: str | Path, overrides: list[str] = ()) -> Sweep:
         for extra in spec.evaluations.values():
             config = load_config(None, [*spec.overrides, *extra])
             check_evaluable(config, spec.name)
-            task = config.data.build_task()
-            if task.language_model:  # the corpus-sized checks train.py makes before a folder
-                lm_plan(config, config.eval, task)
+            check_lm_limits(config)
     return sweep
 
 
